@@ -1,0 +1,71 @@
+# rbpeek - plain Make.  `make` builds build/rbpeek; `make test` runs every test.
+#
+#   make            build the CLI (build/rbpeek)
+#   make test       install test dependencies if missing, build, run all tests
+#   make example    install dependencies if missing, profile examples/ and say where the result is
+#   make asan       the test suite built with -fsanitize=address,undefined (in build-asan/)
+#   make clean
+
+VERSION   := 0.1.0
+BUILD     ?= build
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
+LDLIBS    += -lz
+
+ifeq ($(SAN),1)
+CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
+
+LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profile/*.c src/output/*.c))
+CLI_SRC   := $(sort $(wildcard src/cli/*.c))
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+LIB       := $(BUILD)/librbpeek.a
+BIN       := $(BUILD)/rbpeek
+
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+build-tests: $(BIN) $(UNIT_BIN)
+
+# Dependencies (apt packages, Ruby chroots) are installed by our own script,
+# idempotently; it does nothing when everything is present.
+deps:
+	@tools/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory build-tests
+	@BUILD=$(BUILD) tests/run
+
+asan:
+	@$(MAKE) --no-print-directory SAN=1 BUILD=build-asan test
+
+example: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@examples/run
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all build-tests deps test asan example clean
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

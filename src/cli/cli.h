@@ -1,0 +1,41 @@
+/*
+ * cli.h - the front end: commands, exit codes, user-facing messages.  Only
+ * this layer prints or exits.
+ */
+#ifndef RBP_CLI_H
+#define RBP_CLI_H
+
+/* Exit codes, documented in the README and the man page. */
+enum rbp_exit {
+	EXIT_OK_ = 0,
+	EXIT_INTERNAL = 1,   /* a bug or an unexpected system error */
+	EXIT_USAGE = 2,      /* bad or missing options */
+	EXIT_NOPROC = 3,     /* no such process, or it exited */
+	EXIT_PERM = 4,       /* not allowed to read or trace the target */
+	EXIT_NOTRUBY = 5,    /* the target is not a Ruby process */
+	EXIT_VERSION = 6,    /* Ruby version without a layout table */
+	EXIT_VM = 7,         /* Ruby VM not found, or its memory inconsistent */
+	EXIT_CORE = 8,       /* bad core file */
+};
+
+/* What the error is about, so messages can name it. */
+struct cli_subject {
+	int pid;              /* target PID, or 0 */
+	const char *core;     /* core file path, or NULL */
+	const char *version;  /* Ruby version when known */
+};
+
+/*
+ * Print "rbpeek: error: ..." (plus a hint line when there is advice) for a
+ * core error code, and return the matching exit code.
+ */
+int cli_fail(int err, const struct cli_subject *subj);
+/* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Parse a PID argument; 0 on error. */
+int cli_parse_pid(const char *s);
+
+int cmd_snapshot(int argc, char **argv);
+
+#endif

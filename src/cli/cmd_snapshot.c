@@ -1,0 +1,277 @@
+/*
+ * cmd_snapshot.c - `rbpeek snapshot`: every thread's Ruby stack, once.
+ *
+ * Live processes are paused for the read (ptrace SEIZE + INTERRUPT of every
+ * thread) so the stacks are consistent, unless --nonblocking.  Thread
+ * scheduler states are read before pausing (a paused thread shows 't').
+ * Termination signals are held while the target is paused, so Ctrl-C can
+ * never leave it stopped.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "proc/target.h"
+#include "ruby/vm.h"
+#include "util/err.h"
+#include "util/json.h"
+
+static const char snapshot_usage[] =
+	"usage: rbpeek snapshot --pid PID [--nonblocking] [--json]\n"
+	"       rbpeek snapshot --core FILE [--json]\n"
+	"\n"
+	"Print the Ruby stack of every thread: innermost frame first, one per line,\n"
+	"as 'label (path:line)'.\n"
+	"\n"
+	"  -p, --pid PID           the Ruby process to inspect\n"
+	"  -c, --core FILE         a core file of a Ruby process (gcore, or a kernel dump)\n"
+	"      --sysroot DIR       with --core: find the process's mapped files under DIR\n"
+	"  -j, --json              print one JSON object instead of text\n"
+	"  -n, --nonblocking       read without pausing the process (stacks may be torn)\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"  -h, --help              show this help\n";
+
+struct snapshot_opts {
+	int pid;
+	const char *core;
+	const char *sysroot;
+	const char *force_version;
+	int json;
+	int nonblocking;
+};
+
+/* OS-level facts about one thread, read before pausing. */
+struct os_thread {
+	char state;        /* from /proc; 0 when unknown (core files) */
+	char comm[17];
+};
+
+static const char *state_name(char st)
+{
+	switch (st) {
+	case 'R': return "running";
+	case 'S': case 'I': return "sleeping";
+	case 'D': return "disk-sleep";
+	case 'T': case 't': return "stopped";
+	case 'Z': case 'X': return "zombie";
+	default: return "unknown";
+	}
+}
+
+static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "core", required_argument, NULL, 'c' },
+		{ "sysroot", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "nonblocking", no_argument, NULL, 'n' },
+		{ "force-version", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:c:jnh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!(o->pid = cli_parse_pid(optarg)))
+				return cli_usage_error("snapshot", "invalid PID '%s'", optarg);
+			break;
+		case 'c': o->core = optarg; break;
+		case 'S': o->sysroot = optarg; break;
+		case 'j': o->json = 1; break;
+		case 'n': o->nonblocking = 1; break;
+		case 'F': o->force_version = optarg; break;
+		case 'h': fputs(snapshot_usage, stdout); exit(0);
+		case ':':
+			return cli_usage_error("snapshot", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("snapshot", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("snapshot", "unexpected argument '%s'", argv[optind]);
+	if (!o->pid == !o->core)
+		return cli_usage_error("snapshot", "give exactly one of --pid PID or --core FILE");
+	return 0;
+}
+
+/* Every task's state and name, read before pausing (a paused thread shows 't'). */
+struct os_tasks {
+	pid_t *tids;
+	struct rbp_task_info *info;
+	size_t n;
+};
+
+static void read_os_tasks(pid_t pid, struct os_tasks *ot)
+{
+	if (rbp_task_list(pid, &ot->tids, &ot->n))
+		return;
+	if (!(ot->info = calloc(ot->n + 1, sizeof(*ot->info)))) {
+		ot->n = 0;
+		return;
+	}
+	for (size_t i = 0; i < ot->n; i++)
+		if (rbp_task_info(pid, ot->tids[i], &ot->info[i]))
+			ot->info[i].state = 0;
+}
+
+static void match_os_threads(const struct rbp_stacks *s, const struct os_tasks *ot,
+			     struct os_thread *os)
+{
+	for (size_t i = 0; i < s->n_threads; i++) {
+		memset(&os[i], 0, sizeof(os[i]));
+		for (size_t j = 0; j < ot->n; j++) {
+			if (s->threads[i].tid && ot->tids[j] == s->threads[i].tid) {
+				os[i].state = ot->info[j].state;
+				memcpy(os[i].comm, ot->info[j].comm, sizeof(os[i].comm));
+			}
+		}
+	}
+}
+
+/* Thread#name, else "main" for the main thread, else the OS name. */
+static const char *thread_name(const struct rbp_thread *t, const struct os_thread *os)
+{
+	if (t->name)
+		return t->name;
+	if (t->is_main)
+		return "main";
+	return os->comm[0] ? os->comm : NULL;
+}
+
+static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
+		       int pid, const char *version)
+{
+	printf("Process %d: ruby %s, %zu thread%s\n", pid, version, s->n_threads,
+	       s->n_threads == 1 ? "" : "s");
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct rbp_thread *t = &s->threads[i];
+		const char *name = thread_name(t, &os[i]);
+		printf("\nThread %d", (int)t->tid);
+		if (name)
+			printf(" \"%s\"", name);
+		printf(" (%s%s)\n", t->has_gvl ? "holds GVL, " : "", state_name(os[i].state));
+		if (t->err)
+			printf("    (stack unreadable: %s)\n", rbp_strerror(t->err));
+		for (size_t j = 0; j < t->n_frames; j++) {
+			const struct rbp_frame *f = &s->frames[t->first_frame + j];
+			if (f->path[0])
+				printf("    %s (%s:%d)\n", f->label, f->path, (int)f->line);
+			else
+				printf("    %s\n", f->label);
+		}
+	}
+}
+
+static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
+		       int pid, const char *version)
+{
+	printf("{\"pid\":%d,\"ruby_version\":", pid);
+	rbp_json_string(stdout, version);
+	printf(",\"threads\":[");
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct rbp_thread *t = &s->threads[i];
+		printf("%s{\"tid\":%d,\"name\":", i ? "," : "", (int)t->tid);
+		rbp_json_string(stdout, thread_name(t, &os[i]));
+		printf(",\"main\":%s,\"gvl\":%s,\"state\":\"%s\"", t->is_main ? "true" : "false",
+		       t->has_gvl ? "true" : "false", state_name(os[i].state));
+		if (t->err) {
+			printf(",\"error\":");
+			rbp_json_string(stdout, rbp_strerror(t->err));
+		}
+		printf(",\"frames\":[");
+		for (size_t j = 0; j < t->n_frames; j++) {
+			const struct rbp_frame *f = &s->frames[t->first_frame + j];
+			printf("%s{\"label\":", j ? "," : "");
+			rbp_json_string(stdout, f->label);
+			printf(",\"path\":");
+			rbp_json_string(stdout, f->path);
+			printf(",\"line\":%d,\"kind\":\"%s\"}", (int)f->line,
+			       f->kind == RBP_FRAME_CFUNC ? "cfunc" : "ruby");
+		}
+		printf("]}");
+	}
+	printf("]}\n");
+}
+
+/* Read all stacks, pausing the target around the read unless nonblocking. */
+static int read_stacks(struct rbp_target *t, struct rbp_vm *vm, int nonblocking,
+		       struct rbp_stacks *s)
+{
+	struct rbp_pause *pause = NULL;
+	sigset_t hold, old;
+	int err;
+
+	if (t->is_core || nonblocking)
+		return rbp_vm_read_stacks(vm, s);
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	err = rbp_pause(t->pid, &pause);
+	if (!err) {
+		err = rbp_vm_read_stacks(vm, s);
+		rbp_resume(pause);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	struct snapshot_opts o = { 0 };
+	struct cli_subject subj = { 0 };
+	struct rbp_target *t = NULL;
+	struct rbp_vm *vm = NULL;
+	struct rbp_stacks s = { 0 };
+	struct os_thread *os = NULL;
+	struct os_tasks ot = { 0 };
+	struct rbp_vm_opts vo = { 0 };
+	int err, rc;
+
+	if ((rc = parse_opts(argc, argv, &o)))
+		return rc;
+	subj.pid = o.pid;
+	subj.core = o.core;
+	err = o.core ? rbp_target_open_core(o.core, o.sysroot, &t) : rbp_target_open_pid(o.pid, &t);
+	if (!err) {
+		vo.force_version = o.force_version;
+		err = rbp_vm_attach(t, &vo, &vm);
+		subj.version = vo.found_version;
+	}
+	if (!err) {
+		if (!t->is_core)
+			read_os_tasks(t->pid, &ot);
+		err = read_stacks(t, vm, o.nonblocking, &s);
+	}
+	if (err) {
+		rc = cli_fail(err, &subj);
+		goto cleanup;
+	}
+	if (!(os = calloc(s.n_threads + 1, sizeof(*os)))) {
+		rc = cli_fail(RBP_ENOMEM, &subj);
+		goto cleanup;
+	}
+	match_os_threads(&s, &ot, os);
+	if (o.json)
+		print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version);
+	else
+		print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version);
+	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
+cleanup:
+	free(os);
+	free(ot.tids);
+	free(ot.info);
+	rbp_stacks_free(&s);
+	rbp_vm_free(vm);
+	rbp_target_close(t);
+	return rc;
+}

@@ -1,0 +1,98 @@
+/*
+ * errors.c - core error codes turned into words, advice and exit codes.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "ruby/layout.h"
+#include "util/err.h"
+
+static void subject(char *buf, size_t n, const struct cli_subject *s)
+{
+	if (s->core)
+		snprintf(buf, n, "core file '%s'", s->core);
+	else
+		snprintf(buf, n, "process %d", s->pid);
+}
+
+int cli_fail(int err, const struct cli_subject *s)
+{
+	char who[4200];
+
+	subject(who, sizeof(who), s);
+	switch (err) {
+	case RBP_ENOPROC:
+		fprintf(stderr, "rbpeek: error: %s: no such process (or it exited)\n", who);
+		return EXIT_NOPROC;
+	case RBP_EPERM:
+		fprintf(stderr, "rbpeek: error: %s: permission denied\n"
+			"hint: run rbpeek as root (sudo) or as the process's owner; in a container "
+			"add --cap-add SYS_PTRACE; check kernel.yama.ptrace_scope "
+			"(sysctl kernel.yama.ptrace_scope=0 allows tracing your own processes)\n", who);
+		return EXIT_PERM;
+	case RBP_EPTRACE:
+		fprintf(stderr, "rbpeek: error: %s: cannot pause it: it is already being traced "
+			"(a debugger?)\nhint: detach the debugger, or use --nonblocking\n", who);
+		return EXIT_PERM;
+	case RBP_ENOTRUBY:
+		if (s->core) {
+			fprintf(stderr, "rbpeek: error: %s: not the core of a Ruby process "
+				"(no Ruby interpreter among its mapped files)\n", who);
+			return EXIT_CORE;
+		}
+		fprintf(stderr, "rbpeek: error: %s is not a Ruby process "
+			"(no libruby or ruby binary with a ruby_version symbol is mapped)\n", who);
+		return EXIT_NOTRUBY;
+	case RBP_EVERSION:
+		fprintf(stderr, "rbpeek: error: %s: Ruby %s is not supported\n"
+			"hint: supported versions: %s; for a newer patch or minor release try "
+			"--force-version X.Y.Z with the closest supported version\n",
+			who, s->version ? s->version : "(unknown)", rbp_layout_supported());
+		return EXIT_VERSION;
+	case RBP_EBADCORE:
+	case RBP_EBADELF:
+		if (s->core) {
+			fprintf(stderr, "rbpeek: error: %s: not a valid ELF core file "
+				"(truncated or not a core)\n", who);
+			return EXIT_CORE;
+		}
+		break;
+	case RBP_ENOVM:
+	case RBP_ECORRUPT:
+	case RBP_EFAULT:
+	case RBP_ETOODEEP:
+		fprintf(stderr, "rbpeek: error: %s: %s\n%s", who, rbp_strerror(err),
+			s->core ? "hint: the core file may be truncated, or its mapped files "
+			"differ from the ones the process used\n" :
+			"hint: the process may be starting up or shutting down; try again\n");
+		return s->core ? EXIT_CORE : EXIT_VM;
+	default:
+		break;
+	}
+	fprintf(stderr, "rbpeek: error: %s: %s\n", who, rbp_strerror(err));
+	return EXIT_INTERNAL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("rbpeek: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\ntry 'rbpeek %s%s--help'\n", cmd ? cmd : "", cmd ? " " : "");
+	return EXIT_USAGE;
+}
+
+int cli_parse_pid(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v <= 0 || v > 0x3fffffff)
+		return 0;
+	return (int)v;
+}

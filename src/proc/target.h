@@ -1,0 +1,74 @@
+/*
+ * target.h - one process to inspect: its memory, its mappings, the files
+ * behind them, and its threads.  Either a live process (by PID) or an ELF
+ * core file.  This layer knows nothing of Ruby.
+ *
+ * Files the target maps are opened through "/proc/PID/root/<path>" for a
+ * live process, so a process in another mount namespace (a container) is
+ * read with its own binaries.  For a core file the paths in its NT_FILE
+ * note are opened as they are (or under opts->sysroot when given).
+ *
+ * Core files: PT_LOAD segments with file contents are read from the core;
+ * addresses in segments the kernel or gcore did not dump (filesz == 0, e.g.
+ * the read-only text and rodata of a shared library) are read from the
+ * mapped file itself, at the offset the NT_FILE note gives.
+ */
+#ifndef RBP_PROC_TARGET_H
+#define RBP_PROC_TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/maps.h"
+#include "proc/reader.h"
+
+struct rbp_target {
+	struct rbp_reader *mem;  /* owned */
+	struct rbp_maps maps;    /* owned; file mappings at least */
+	pid_t pid;               /* live PID, or the PID recorded in the core */
+	int is_core;             /* 1 for a core file */
+	char root[64];           /* prefix for mapped paths: "/proc/PID/root" or "" */
+	pid_t *core_tids;        /* cores: thread ids from NT_PRSTATUS, in note order */
+	size_t n_core_tids;
+	char core_comm[17];      /* cores: NT_PRPSINFO pr_fname */
+};
+
+/* Open a live process.  RBP_ENOPROC / RBP_EPERM on failure. */
+int rbp_target_open_pid(pid_t pid, struct rbp_target **out);
+/* Open a core file; sysroot may be NULL.  RBP_EBADCORE if not a core. */
+int rbp_target_open_core(const char *path, const char *sysroot,
+			 struct rbp_target **out);
+void rbp_target_close(struct rbp_target *t);
+
+/* Build "<root><path>" into buf (size n); RBP_EINVAL if it does not fit. */
+int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
+		    size_t n);
+
+/* Thread ids of a live process (/proc/PID/task), sorted ascending. */
+int rbp_task_list(pid_t pid, pid_t **tids, size_t *n);
+
+struct rbp_task_info {
+	char state;     /* /proc/PID/task/TID/stat field 3: R S D T t Z X I */
+	char comm[17];  /* /proc/PID/task/TID/comm without the newline */
+};
+int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out);
+
+/*
+ * Pausing: stop every thread of a live process with PTRACE_SEIZE +
+ * PTRACE_INTERRUPT and wait until each is in a ptrace-stop; threads that
+ * appear meanwhile are caught too.  On any failure everything already
+ * stopped is resumed before returning.  Threads are never left stopped:
+ * rbp_resume() detaches every one; should rbpeek die while the target is
+ * paused, the kernel detaches its tracees and they run on.
+ *
+ * EPERM (ptrace_scope, no CAP_SYS_PTRACE, a container without SYS_PTRACE)
+ * -> RBP_EPERM; a process already traced by a debugger -> RBP_EPTRACE.
+ */
+struct rbp_pause;
+int rbp_pause(pid_t pid, struct rbp_pause **out);
+void rbp_resume(struct rbp_pause *p);  /* NULL-safe */
+/* Number of threads a pause holds stopped (0 for NULL). */
+size_t rbp_pause_nthreads(const struct rbp_pause *p);
+
+#endif

@@ -1,0 +1,243 @@
+/*
+ * discover.c - find Ruby inside a target: the file it lives in (libruby.so
+ * or a ruby executable with Ruby linked in statically), its version, the VM
+ * structure and the global symbol table.  Every address found is validated
+ * by reading what it should point to before it is trusted.
+ *
+ * Methods, in order of preference:
+ *   VM:      the exported symbol ruby_current_vm_ptr (2.5+) or
+ *            ruby_current_vm (older).
+ *   symbols: the symbol ruby_global_symbols / global_symbols when .symtab is
+ *            present; else the RIP-relative load that the tiny exported
+ *            function rb_sym_immortal_count() makes of global_symbols'
+ *            first field (no Debian build exports the table itself).
+ */
+#include "ruby/internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* 1 when basename(path) starts with prefix. */
+static int base_starts(const char *path, const char *prefix)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return !strncmp(b, prefix, strlen(prefix));
+}
+
+static int base_contains(const char *path, const char *s)
+{
+	const char *b = strrchr(path, '/');
+	return strstr(b ? b + 1 : path, s) != NULL;
+}
+
+/*
+ * Try one mapped file: open it through the target's root and check it
+ * exports ruby_version.  On success vm->elf, info.ruby_path and the bias
+ * are set.
+ */
+static int try_module(struct rbp_vm *vm, const struct rbp_mapping *m)
+{
+	char path[4096];
+	struct rbp_elf *elf;
+	uint64_t vaddr, bias;
+
+	if (rbp_target_path(vm->t, m->path, path, sizeof(path)) ||
+	    rbp_elf_open(path, &elf))
+		return RBP_ENOTRUBY;
+	if (rbp_elf_symbol(elf, "ruby_version", &vaddr, NULL) ||
+	    rbp_elf_load_bias(elf, m->start, m->offset, &bias)) {
+		rbp_elf_close(elf);
+		return RBP_ENOTRUBY;
+	}
+	vm->elf = elf;
+	vm->info.ruby_path = rbp_strpool_intern0(&vm->pool, m->path);
+	vm->info.ruby_bias = bias;
+	return RBP_OK;
+}
+
+/* The first mapping of each candidate file, best candidates first. */
+static int find_module(struct rbp_vm *vm)
+{
+	const struct rbp_maps *maps = &vm->t->maps;
+	const char *first_file = NULL;
+
+	/* pass 0: libruby*; pass 1: the main executable; pass 2: *ruby* */
+	for (int pass = 0; pass < 3; pass++) {
+		for (size_t i = 0; i < maps->n; i++) {
+			const struct rbp_mapping *m = &maps->v[i];
+			if (!m->path || m->path[0] != '/')
+				continue;
+			if (!first_file)
+				first_file = m->path;
+			/* only the lowest mapping of a file: maps are sorted */
+			int seen = 0;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = maps->v[j].path && !strcmp(maps->v[j].path, m->path);
+			if (seen)
+				continue;
+			int want = pass == 0 ? base_starts(m->path, "libruby") :
+				   pass == 1 ? !strcmp(m->path, first_file) :
+				   base_contains(m->path, "ruby") && !base_starts(m->path, "libruby");
+			if (want && !try_module(vm, m))
+				return RBP_OK;
+		}
+	}
+	return RBP_ENOTRUBY;
+}
+
+/* Read the version string ("3.1.2") from the file's ruby_version symbol. */
+static int read_version(struct rbp_vm *vm)
+{
+	uint64_t vaddr, size = 0;
+	char buf[32] = { 0 };
+
+	if (rbp_elf_symbol(vm->elf, "ruby_version", &vaddr, &size))
+		return RBP_ENOTRUBY;
+	if (!size || size > sizeof(buf) - 1)
+		size = sizeof(buf) - 1;
+	if (rbp_elf_read_vaddr(vm->elf, vaddr, buf, size))
+		return RBP_ENOTRUBY;
+	buf[sizeof(buf) - 1] = 0;
+	if (!isdigit((unsigned char)buf[0]) || !strchr(buf, '.'))
+		return RBP_ENOTRUBY;
+	memcpy(vm->version, buf, sizeof(vm->version));
+	vm->version[sizeof(vm->version) - 1] = 0;
+	return RBP_OK;
+}
+
+/* Runtime address of a symbol of the Ruby file. */
+static int ruby_sym(struct rbp_vm *vm, const char *name, uint64_t *addr)
+{
+	uint64_t vaddr;
+	int err = rbp_elf_symbol(vm->elf, name, &vaddr, NULL);
+	if (!err)
+		*addr = vaddr + vm->info.ruby_bias;
+	return err;
+}
+
+/* vm -> main thread -> back to vm; a thread count that makes sense. */
+static int validate_vm(struct rbp_vm *vm, uint64_t addr)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t main_th, th_vm, ractor;
+	uint32_t cnt;
+
+	if (rv_word(vm, addr + L->vm_main_thread, &main_th) ||
+	    rv_word(vm, main_th + L->thread_vm, &th_vm) || th_vm != addr)
+		return RBP_ENOVM;
+	if (L->vm_main_ractor >= 0) {
+		if (rv_word(vm, addr + L->vm_main_ractor, &ractor) ||
+		    rv_read(vm, ractor + L->ractor_threads_cnt, &cnt, 4) ||
+		    cnt == 0 || cnt > RV_MAX_THREADS)
+			return RBP_ENOVM;
+	}
+	return RBP_OK;
+}
+
+static int find_vm(struct rbp_vm *vm)
+{
+	static const char *const names[] = { "ruby_current_vm_ptr", "ruby_current_vm" };
+	uint64_t sym, addr;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
+			continue;
+		if (!addr)
+			return RBP_ENOVM;  /* not initialised yet, or already torn down */
+		if (validate_vm(vm, addr))
+			return RBP_ECORRUPT;
+		vm->vm_addr = addr;
+		vm->info.vm_addr = addr;
+		vm->info.vm_method = names[i];
+		return RBP_OK;
+	}
+	return RBP_ENOVM;
+}
+
+/* A plausible rb_symbols_t: a sane count and an ids Array sized to match. */
+static int validate_symbols(struct rbp_vm *vm, uint64_t addr)
+{
+	const struct rbp_layout *L = vm->L;
+	uint32_t last;
+	uint64_t ids, len;
+
+	if (rv_read(vm, addr + L->symbols_last_id, &last, 4) ||
+	    rv_word(vm, addr + L->symbols_ids, &ids) ||
+	    last < 100 || last > (1u << 28) ||
+	    rv_array_len(vm, ids, &len) || len < last / L->id_entry_unit ||
+	    len > last / L->id_entry_unit + 2)
+		return RBP_ECORRUPT;
+	return RBP_OK;
+}
+
+/*
+ * Decode "mov disp32(%rip),%eax" (8b 05) or its 64-bit form (48 8b 05),
+ * optionally after endbr64, at the start of a function: the address loaded.
+ */
+static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target)
+{
+	uint64_t vaddr;
+	uint8_t code[16];
+	size_t i = 0;
+	int32_t disp;
+
+	if (rbp_elf_symbol(vm->elf, func, &vaddr, NULL) ||
+	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
+		return RBP_ENOSYM;
+	if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
+		i = 4;
+	if (code[i] == 0x48)
+		i++;
+	if (code[i] != 0x8b || code[i + 1] != 0x05)
+		return RBP_ENOSYM;
+	memcpy(&disp, code + i + 2, 4);
+	*target = vaddr + i + 6 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
+	return RBP_OK;
+}
+
+static int find_symbols(struct rbp_vm *vm)
+{
+	static const char *const names[] = { "ruby_global_symbols", "global_symbols" };
+	uint64_t addr;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!ruby_sym(vm, names[i], &addr) && !validate_symbols(vm, addr)) {
+			vm->info.symbols_method = names[i];
+			goto found;
+		}
+	}
+	if (!decode_rip_load(vm, "rb_sym_immortal_count", &addr)) {
+		addr -= (uint64_t)vm->L->symbols_last_id;
+		if (!validate_symbols(vm, addr)) {
+			vm->info.symbols_method = "decoded rb_sym_immortal_count";
+			goto found;
+		}
+	}
+	return RBP_ENOSYM;
+found:
+	vm->symbols_addr = addr;
+	vm->info.symbols_addr = addr;
+	return RBP_OK;
+}
+
+int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
+{
+	const char *want;
+	int err;
+
+	if ((err = find_module(vm)) || (err = read_version(vm)))
+		return err;
+	vm->info.version = vm->version;
+	want = opts && opts->force_version ? opts->force_version : vm->version;
+	if (!(vm->L = rbp_layout_find(want)))
+		return RBP_EVERSION;
+	vm->info.layout_version = vm->L->version;
+	if ((err = find_vm(vm)))
+		return err;
+	/* without the symbol table C frames are unnamed, but stacks still work */
+	if (find_symbols(vm))
+		vm->info.symbols_method = "not found";
+	return RBP_OK;
+}

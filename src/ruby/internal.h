@@ -1,0 +1,119 @@
+/*
+ * internal.h - state and helpers shared by the files of src/ruby/.  Not for
+ * use outside this directory.
+ *
+ * Reading model: every read goes through rv_read(), which refuses addresses
+ * that cannot be user-space pointers before asking the reader.  Values read
+ * are untrusted; helpers bound every length and count.
+ */
+#ifndef RBP_RUBY_INTERNAL_H
+#define RBP_RUBY_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "proc/elf.h"
+#include "ruby/layout.h"
+#include "ruby/vm.h"
+#include "util/err.h"
+#include "util/hmap.h"
+#include "util/strpool.h"
+
+#define RV_MAX_STRING 4096         /* longest label/path/name we read */
+#define RV_MAX_THREADS 100000      /* sanity bound on a thread list */
+#define RV_MAX_FRAMES 1000000      /* sanity bound on one stack */
+
+/* What we keep about an iseq (keyed by its address). */
+struct rv_iseq {
+	const char *path;          /* absolute path (realpath when Ruby knows it) */
+	const char *label;         /* location.label: "foo", "block in foo", "<main>" */
+	const char *base_label;    /* location.base_label: "foo" */
+	int32_t first_lineno;
+	uint8_t type;              /* enum rb_iseq_type value */
+	uint64_t iseq_encoded;     /* start of the bytecode */
+	uint32_t iseq_size;        /* in VALUEs */
+	uint64_t insns_body;       /* struct iseq_insn_info_entry[] */
+	uint64_t insns_positions;  /* unsigned int[] or 0 */
+	uint64_t insns_succ;       /* succinct bit vector or 0 */
+	uint32_t insns_size;       /* entries */
+};
+
+struct rbp_vm {
+	struct rbp_target *t;           /* not owned */
+	const struct rbp_layout *L;
+	struct rbp_vm_info info;
+	struct rbp_strpool pool;        /* every string handed out */
+	struct rbp_elf *elf;            /* the file Ruby lives in */
+	char version[32];
+
+	uint64_t vm_addr;               /* rb_vm_t */
+	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
+
+	/* caches keyed by remote address; see the .c files for value encodings */
+	struct rbp_hmap id_names;       /* ID -> const char * */
+	struct rbp_hmap class_paths;    /* class -> const char * ("" anonymous) */
+	struct rbp_hmap iseq_index;     /* iseq -> index+1 into iseqs[] */
+	struct rbp_hmap lines;          /* mix(iseq, pc) -> line */
+	struct rbp_hmap me_labels;      /* mix(kind, me) -> const char * qualified name */
+	struct rv_iseq *iseqs;
+	size_t n_iseqs, cap_iseqs;
+	uint64_t id_classpath;          /* ID of "__classpath__", 0 until seen */
+
+	/* scratch buffers reused across samples */
+	uint8_t *cfp_buf;
+	size_t cfp_cap;
+	uint8_t *stk_buf;               /* copy of the used part of a VM stack */
+	size_t stk_cap;
+	uint64_t stk_lo, stk_hi;        /* its address range, [lo, hi) */
+
+	struct rbp_vm_stats stats;
+};
+
+/* ---- memory -------------------------------------------------------- */
+int rv_read(struct rbp_vm *vm, uint64_t addr, void *buf, size_t len);
+int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out);
+/* A word of the VM stack: from the bulk copy when inside it, else read. */
+int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out);
+
+static inline uint64_t rv_u64(const uint8_t *buf, int16_t off)
+{
+	uint64_t v;
+	memcpy(&v, buf + off, 8);
+	return v;
+}
+static inline uint32_t rv_u32(const uint8_t *buf, int16_t off)
+{
+	uint32_t v;
+	memcpy(&v, buf + off, 4);
+	return v;
+}
+uint64_t rv_bitfield(const uint8_t *buf, const struct rbp_bitfield *bf);
+
+/* ---- values -------------------------------------------------------- */
+/* 1 when v can be a pointer to a heap object (not a special constant). */
+int rv_is_heap(const struct rbp_vm *vm, uint64_t v);
+/* The T_xxx type of a heap object, reading its flags (also returned). */
+int rv_type(struct rbp_vm *vm, uint64_t v, uint64_t *flags);
+/* Bytes of a String into buf (at most cap-1, NUL-terminated); *len set. */
+int rv_string(struct rbp_vm *vm, uint64_t str, char *buf, size_t cap, size_t *len);
+/* A String interned in the pool. */
+int rv_string_intern(struct rbp_vm *vm, uint64_t str, const char **out);
+/* Length and element i of an Array. */
+int rv_array_len(struct rbp_vm *vm, uint64_t ary, uint64_t *len);
+int rv_array_get(struct rbp_vm *vm, uint64_t ary, uint64_t i, uint64_t *out);
+/* The name of an ID ("each", "Foo"), interned; RBP_ENOSYM if unknown. */
+int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out);
+/* The full path of a class or module ("Foo::Bar"); "" when anonymous. */
+int rv_class_path(struct rbp_vm *vm, uint64_t klass, const char **out);
+/* "Foo#" or "Foo." prefix for methods owned by klass; "" when unknown. */
+int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap);
+
+/* ---- iseqs --------------------------------------------------------- */
+int rv_iseq(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq **out);
+int rv_iseq_line(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
+		 uint64_t pc, int32_t *line);
+
+/* ---- discovery (discover.c) ---------------------------------------- */
+int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
+
+#endif

@@ -1,0 +1,337 @@
+/*
+ * value.c - reading Ruby objects out of the target: strings, arrays, IDs,
+ * class paths.  Each helper validates the object's type before trusting its
+ * fields and bounds every length, so a stale or garbage VALUE yields an
+ * error, not a crash or a huge allocation.
+ *
+ * Caches (all keyed by remote address or ID, never invalidated): ID names
+ * and class paths.  Both are immortal in practice for the classes and
+ * method names a profile shows; a class that is collected and whose slot is
+ * reused by another class could get a stale name, which we accept.
+ */
+#include "ruby/internal.h"
+
+#include <stdio.h>
+
+#define USER_SPACE_END 0x0000800000000000ull
+
+int rv_read(struct rbp_vm *vm, uint64_t addr, void *buf, size_t len)
+{
+	if (addr < 4096 || len > USER_SPACE_END || addr > USER_SPACE_END - len)
+		return RBP_EFAULT;
+	vm->stats.reads++;
+	vm->stats.bytes += len;
+	return rbp_read(vm->t->mem, addr, buf, len);
+}
+
+int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
+{
+	return rv_read(vm, addr, out, sizeof(*out));
+}
+
+int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
+{
+	if (addr >= vm->stk_lo && addr + 8 <= vm->stk_hi && !(addr & 7)) {
+		memcpy(out, vm->stk_buf + (addr - vm->stk_lo), 8);
+		return RBP_OK;
+	}
+	return rv_word(vm, addr, out);
+}
+
+uint64_t rv_bitfield(const uint8_t *buf, const struct rbp_bitfield *bf)
+{
+	uint64_t w = 0;
+	memcpy(&w, buf + bf->off, bf->size <= 8 ? bf->size : 8);
+	return (w >> bf->shift) & bf->mask;
+}
+
+int rv_is_heap(const struct rbp_vm *vm, uint64_t v)
+{
+	return v >= 4096 && v < USER_SPACE_END && !(v & 7) && v != vm->L->qnil &&
+	       v != vm->L->qtrue && v != vm->L->qundef;
+}
+
+int rv_type(struct rbp_vm *vm, uint64_t v, uint64_t *flags)
+{
+	uint64_t f;
+	if (!rv_is_heap(vm, v))
+		return -1;
+	if (rv_word(vm, v, &f))
+		return -1;
+	if (flags)
+		*flags = f;
+	return (int)(f & vm->L->t_mask);
+}
+
+/* Where a String's bytes are and how many there are. */
+static int string_span(struct rbp_vm *vm, uint64_t str, uint64_t *ptr, uint64_t *len)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t h[40];
+	int err;
+
+	if (!rv_is_heap(vm, str))
+		return RBP_ECORRUPT;
+	if ((err = rv_read(vm, str, h, sizeof(h))))
+		return err;
+	uint64_t flags = rv_u64(h, 0);
+	if ((flags & L->t_mask) != L->t_string)
+		return RBP_ECORRUPT;
+	if (flags & L->str_noembed) {
+		*len = rv_u64(h, L->str_len >= 0 ? L->str_len : L->str_heap_len);
+		*ptr = rv_u64(h, L->str_heap_ptr);
+	} else {
+		if (L->str_len >= 0)
+			*len = rv_u64(h, L->str_len);
+		else if (L->str_embed_len_mask)
+			*len = (flags & L->str_embed_len_mask) >> L->str_embed_len_shift;
+		else
+			*len = rv_u64(h, L->str_embed_len);
+		*ptr = str + (uint64_t)L->str_embed_ary;
+	}
+	if (*len > (1u << 30))
+		return RBP_ECORRUPT;
+	return RBP_OK;
+}
+
+int rv_string(struct rbp_vm *vm, uint64_t str, char *buf, size_t cap, size_t *len)
+{
+	uint64_t ptr, n;
+	int err = string_span(vm, str, &ptr, &n);
+
+	if (err)
+		return err;
+	if (n > cap - 1)
+		n = cap - 1;
+	if (n && (err = rv_read(vm, ptr, buf, n)))
+		return err;
+	buf[n] = 0;
+	/* a NUL inside would cut the string short: keep what precedes it */
+	*len = strnlen(buf, n);
+	return RBP_OK;
+}
+
+int rv_string_intern(struct rbp_vm *vm, uint64_t str, const char **out)
+{
+	char buf[RV_MAX_STRING];
+	size_t len;
+	int err = rv_string(vm, str, buf, sizeof(buf), &len);
+
+	if (err)
+		return err;
+	*out = rbp_strpool_intern(&vm->pool, buf, len);
+	return *out ? RBP_OK : RBP_ENOMEM;
+}
+
+/* Header of an Array: its flags and, for heap arrays, len and ptr. */
+static int array_span(struct rbp_vm *vm, uint64_t ary, uint64_t *ptr, uint64_t *len)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t h[40];
+	int err;
+
+	if (!rv_is_heap(vm, ary))
+		return RBP_ECORRUPT;
+	if ((err = rv_read(vm, ary, h, sizeof(h))))
+		return err;
+	uint64_t flags = rv_u64(h, 0);
+	if ((flags & L->t_mask) != L->t_array)
+		return RBP_ECORRUPT;
+	if (flags & L->ary_embed_flag) {
+		*len = (flags & L->ary_embed_len_mask) >> L->ary_embed_len_shift;
+		*ptr = ary + (uint64_t)L->ary_embed_ary;
+	} else {
+		*len = rv_u64(h, L->ary_heap_len);
+		*ptr = rv_u64(h, L->ary_heap_ptr);
+	}
+	return *len > (1u << 28) ? RBP_ECORRUPT : RBP_OK;
+}
+
+int rv_array_len(struct rbp_vm *vm, uint64_t ary, uint64_t *len)
+{
+	uint64_t ptr;
+	return array_span(vm, ary, &ptr, len);
+}
+
+int rv_array_get(struct rbp_vm *vm, uint64_t ary, uint64_t i, uint64_t *out)
+{
+	uint64_t ptr, len;
+	int err = array_span(vm, ary, &ptr, &len);
+
+	if (err)
+		return err;
+	if (i >= len)
+		return RBP_ECORRUPT;
+	return rv_word(vm, ptr + 8 * i, out);
+}
+
+/*
+ * ID -> name through the global symbol table: ids is an Array of Arrays of
+ * id_entry_unit entries, each entry id_entry_size VALUEs (string, symbol).
+ */
+int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t cached, ids, chunk, str;
+	uint32_t last;
+	int err;
+
+	if (rbp_hmap_get(&vm->id_names, id, &cached)) {
+		*out = (const char *)(uintptr_t)cached;
+		return RBP_OK;
+	}
+	if (!vm->symbols_addr)
+		return RBP_ENOSYM;
+	uint64_t serial = id > L->last_op_id ? id >> L->id_scope_shift : id;
+	if ((err = rv_read(vm, vm->symbols_addr + L->symbols_last_id, &last, 4)) ||
+	    (err = rv_word(vm, vm->symbols_addr + L->symbols_ids, &ids)))
+		return err;
+	if (serial == 0 || serial > last)
+		return RBP_ENOSYM;
+	if ((err = rv_array_get(vm, ids, serial / L->id_entry_unit, &chunk)) ||
+	    (err = rv_array_get(vm, chunk, (serial % L->id_entry_unit) * L->id_entry_size +
+				L->id_entry_str, &str)))
+		return err;
+	if ((err = rv_string_intern(vm, str, out)))
+		return err == RBP_ECORRUPT ? RBP_ENOSYM : err;
+	rbp_hmap_put(&vm->id_names, id, (uint64_t)(uintptr_t)*out);
+	return RBP_OK;
+}
+
+/* The classext of a class: a pointer field, or inline after struct RClass. */
+static int class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext)
+{
+	if (vm->L->class_ext_ptr >= 0)
+		return rv_word(vm, klass + vm->L->class_ext_ptr, ext);
+	if (vm->L->class_ext_inline < 0)
+		return RBP_ECORRUPT;
+	*ext = klass + vm->L->class_ext_inline;
+	return RBP_OK;
+}
+
+/*
+ * An instance variable of a class kept in its iv_tbl st_table, found by ID
+ * (want_id) or, when want_id is 0, by name (want_name).  *found_id gets the
+ * matching ID so callers can cache it.
+ */
+static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
+		      const char *want_name, uint64_t *val, uint64_t *found_id)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t ext, tbl, start, bound, entries;
+	uint8_t st[64], buf[64 * 24];
+	int err;
+
+	if (L->classext_iv_tbl < 0)
+		return RBP_ENOSYM;
+	if ((err = class_ext(vm, klass, &ext)) ||
+	    (err = rv_word(vm, ext + L->classext_iv_tbl, &tbl)))
+		return err;
+	if (!tbl)
+		return RBP_ENOSYM;
+	if ((err = rv_read(vm, tbl, st, sizeof(st))))
+		return err;
+	start = rv_u64(st, L->st_entries_start);
+	bound = rv_u64(st, L->st_entries_bound);
+	entries = rv_u64(st, L->st_entries);
+	if (bound < start || bound - start > 64 || L->st_entry_size > 24)
+		return RBP_ENOSYM;  /* classes with many ivars: not worth it */
+	size_t n = (size_t)(bound - start);
+	if (n && (err = rv_read(vm, entries + start * L->st_entry_size, buf,
+				n * L->st_entry_size)))
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *e = buf + i * L->st_entry_size;
+		uint64_t key = rv_u64(e, L->st_entry_key);
+		const char *name;
+		if (want_id ? key != want_id :
+		    (!key || rv_id_name(vm, key, &name) || strcmp(name, want_name)))
+			continue;
+		*val = rv_u64(e, L->st_entry_record);
+		if (found_id)
+			*found_id = key;
+		return RBP_OK;
+	}
+	return RBP_ENOSYM;
+}
+
+/* The class path VALUE of klass: classext field (3.3+) or the ivar. */
+static int class_path_value(struct rbp_vm *vm, uint64_t klass, uint64_t *path)
+{
+	uint64_t ext;
+	int err;
+
+	if (vm->L->classext_classpath >= 0) {
+		if ((err = class_ext(vm, klass, &ext)))
+			return err;
+		return rv_word(vm, ext + vm->L->classext_classpath, path);
+	}
+	if (vm->id_classpath)
+		return class_ivar(vm, klass, vm->id_classpath, NULL, path, NULL);
+	return class_ivar(vm, klass, 0, "__classpath__", path, &vm->id_classpath);
+}
+
+int rv_class_path(struct rbp_vm *vm, uint64_t klass, const char **out)
+{
+	uint64_t cached, flags, path;
+	int type;
+
+	if (rbp_hmap_get(&vm->class_paths, klass, &cached)) {
+		*out = (const char *)(uintptr_t)cached;
+		return RBP_OK;
+	}
+	*out = "";
+	type = rv_type(vm, klass, &flags);
+	if (type < 0)
+		return RBP_ECORRUPT;
+	if ((type == vm->L->t_class || type == vm->L->t_module) &&
+	    !class_path_value(vm, klass, &path) && rv_is_heap(vm, path)) {
+		const char *s;
+		if (!rv_string_intern(vm, path, &s) && s[0] && s[0] != '#')
+			*out = s;
+	}
+	rbp_hmap_put(&vm->class_paths, klass, (uint64_t)(uintptr_t)*out);
+	return RBP_OK;
+}
+
+/* The object a singleton class is attached to. */
+static int singleton_attached(struct rbp_vm *vm, uint64_t klass, uint64_t *obj)
+{
+	uint64_t ext;
+	int err;
+
+	if (vm->L->classext_attached >= 0) {
+		if ((err = class_ext(vm, klass, &ext)))
+			return err;
+		return rv_word(vm, ext + vm->L->classext_attached, obj);
+	}
+	return class_ivar(vm, klass, vm->L->id_attached, NULL, obj, NULL);
+}
+
+int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t flags, attached;
+	const char *path = "";
+	char sep = '#';
+	int type = rv_type(vm, owner, &flags);
+
+	buf[0] = 0;
+	if (type == L->t_class && (flags & L->fl_singleton)) {
+		/* Foo.bar for a class or module; nothing for one object's singleton */
+		int at;
+		if (singleton_attached(vm, owner, &attached))
+			return RBP_OK;
+		at = rv_type(vm, attached, NULL);
+		if (at != L->t_class && at != L->t_module)
+			return RBP_OK;
+		owner = attached;
+		sep = '.';
+	} else if (type != L->t_class && type != L->t_module && type != L->t_iclass) {
+		return type < 0 ? RBP_ECORRUPT : RBP_OK;
+	}
+	if (rv_class_path(vm, owner, &path) || !path[0])
+		return RBP_OK;
+	snprintf(buf, cap, "%s%c", path, sep);
+	return RBP_OK;
+}

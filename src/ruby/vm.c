@@ -1,0 +1,61 @@
+/*
+ * vm.c - the life cycle of a struct rbp_vm: attach, inspect, free.
+ */
+#include "ruby/internal.h"
+
+#include <stdlib.h>
+
+int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
+		  struct rbp_vm **out)
+{
+	struct rbp_vm *vm = calloc(1, sizeof(*vm));
+	int err;
+
+	if (!vm)
+		return RBP_ENOMEM;
+	vm->t = t;
+	vm->info.vm_method = vm->info.symbols_method = "";
+	err = rv_discover(vm, opts);
+	if (opts)
+		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));
+	if (err) {
+		rbp_vm_free(vm);
+		return err;
+	}
+	*out = vm;
+	return RBP_OK;
+}
+
+void rbp_vm_free(struct rbp_vm *vm)
+{
+	if (!vm)
+		return;
+	rbp_elf_close(vm->elf);
+	rbp_hmap_clear(&vm->id_names);
+	rbp_hmap_clear(&vm->class_paths);
+	rbp_hmap_clear(&vm->iseq_index);
+	rbp_hmap_clear(&vm->lines);
+	rbp_hmap_clear(&vm->me_labels);
+	rbp_strpool_free(&vm->pool);
+	free(vm->iseqs);
+	free(vm->cfp_buf);
+	free(vm->stk_buf);
+	free(vm);
+}
+
+const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm)
+{
+	return &vm->info;
+}
+
+void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out)
+{
+	*out = vm->stats;
+}
+
+void rbp_stacks_free(struct rbp_stacks *s)
+{
+	free(s->threads);
+	free(s->frames);
+	memset(s, 0, sizeof(*s));
+}

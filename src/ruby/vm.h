@@ -1,0 +1,102 @@
+/*
+ * vm.h - the Ruby VM inside a target: find it, then read every thread's
+ * stack as labelled frames.
+ *
+ *   rbp_vm_attach(target, &opts, &vm)    locate libruby / the ruby binary,
+ *                                        read its version, pick the layout,
+ *                                        find and validate the VM and the
+ *                                        global symbol table
+ *   rbp_vm_read_stacks(vm, &stacks)      one consistent-as-possible read of
+ *                                        all threads (pause the target
+ *                                        around it for full consistency)
+ *
+ * Everything read from the target is untrusted: every pointer is checked
+ * before use, every count bounded; garbage gives an error value, never a
+ * crash.  Strings in results (labels, paths, names) are interned in the
+ * vm's pool: valid until rbp_vm_free(), equal strings are equal pointers.
+ */
+#ifndef RBP_RUBY_VM_H
+#define RBP_RUBY_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/target.h"
+
+struct rbp_vm;
+
+struct rbp_vm_opts {
+	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says */
+	char found_version[32];     /* out: the version the binary reports, once read
+				     * (set even when attach fails with RBP_EVERSION) */
+};
+
+/* How the VM and the symbol table were found: for `inspect` and bug reports. */
+struct rbp_vm_info {
+	const char *version;        /* "3.1.2" as the binary reports it */
+	const char *layout_version; /* the layout table entry in use */
+	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
+	uint64_t ruby_bias;         /* its load bias */
+	uint64_t vm_addr;           /* rb_vm_t */
+	const char *vm_method;      /* "symbol ruby_current_vm_ptr", ... */
+	uint64_t symbols_addr;      /* global symbol table */
+	const char *symbols_method; /* "decoded rb_sym_immortal_count", ... */
+};
+
+int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
+		  struct rbp_vm **out);
+void rbp_vm_free(struct rbp_vm *vm);
+const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm);
+
+enum rbp_frame_kind {
+	RBP_FRAME_RUBY = 0,   /* a Ruby method, block, class body, top level */
+	RBP_FRAME_CFUNC = 1,  /* a method implemented in C */
+};
+
+struct rbp_frame {
+	const char *label;    /* "Foo::Bar#baz", "block in Foo#x", "Integer#times" */
+	const char *path;     /* absolute path; for C frames the calling Ruby frame's; "" unknown */
+	int32_t line;         /* line executing now; 0 unknown */
+	uint8_t kind;         /* enum rbp_frame_kind */
+};
+
+struct rbp_thread {
+	uint64_t addr;        /* rb_thread_t in the target */
+	pid_t tid;            /* OS thread id, 0 when the Ruby thread has none (yet) */
+	const char *name;     /* Thread#name, NULL when unset */
+	uint8_t is_main;      /* the VM's main thread */
+	uint8_t has_gvl;      /* holds the global VM lock right now */
+	int err;              /* RBP_OK, or why this thread's stack could not be read */
+	size_t first_frame;   /* index of the innermost frame in rbp_stacks.frames */
+	size_t n_frames;
+};
+
+/*
+ * The stacks of all threads.  Zero-initialise it, pass it to
+ * rbp_vm_read_stacks() as often as wanted (buffers are reused), then
+ * rbp_stacks_free() it.
+ */
+struct rbp_stacks {
+	struct rbp_thread *threads;   /* main thread first, then creation order */
+	size_t n_threads, cap_threads;
+	struct rbp_frame *frames;     /* per thread, innermost first */
+	size_t n_frames, cap_frames;
+};
+
+/*
+ * Read every thread.  Returns RBP_OK when the thread list was read; a
+ * thread whose own stack failed has its err set and no frames.  Fails only
+ * when the VM itself cannot be read (process gone: RBP_ENOPROC; ...).
+ */
+int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out);
+void rbp_stacks_free(struct rbp_stacks *s);
+
+/* Read statistics since attach: reads issued, bytes, cache hits. */
+struct rbp_vm_stats {
+	uint64_t reads, bytes;
+	uint64_t line_cache_hits, line_cache_misses;
+};
+void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out);
+
+#endif

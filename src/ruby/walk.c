@@ -1,0 +1,435 @@
+/*
+ * walk.c - every thread's stack, as labelled frames.
+ *
+ * Per thread: read the execution context, then the whole control-frame
+ * array in one read (cfp .. end of the VM stack), then the used part of the
+ * VM stack in one read so that each frame's environment (ep[-2..0]) comes
+ * from that copy.  Only environments that escaped to the heap, and cache
+ * misses (a new iseq, a new pc, a new method entry), cost further reads.
+ *
+ * Labels are built as Ruby 3.4 builds them and as a Ruby developer writes
+ * them: "Foo::Bar#baz", "Foo.build", "block in Foo#each_item",
+ * "Integer#times"; class bodies and top levels keep Ruby's own label
+ * ("<class:Foo>", "<main>", "<top (required)>").
+ */
+#include "ruby/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_STACK_COPY (64u << 20)   /* bytes of VM stack copied at most */
+#define MAX_EP_CHAIN 4096            /* environments walked to find a method */
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return RBP_OK;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	void *n = realloc(*buf, ncap * elem);
+	if (!n)
+		return RBP_ENOMEM;
+	*buf = n;
+	*cap = ncap;
+	return RBP_OK;
+}
+
+/* ---- method entries ------------------------------------------------ */
+
+struct me_info {
+	uint64_t owner;
+	uint64_t original_id;
+	uint32_t def_type;
+};
+
+/* v if it is a method entry; the svar's method entry when allowed. */
+static uint64_t check_me(struct rbp_vm *vm, uint64_t v, int can_be_svar)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t flags, inner;
+
+	if (rv_type(vm, v, &flags) != L->t_imemo)
+		return 0;
+	unsigned t = (unsigned)(flags >> L->fl_ushift) & L->imemo_mask;
+	if (t == L->imemo_ment)
+		return v;
+	if (t != L->imemo_cref && can_be_svar && !rv_word(vm, v + 8, &inner))
+		return check_me(vm, inner, 0);   /* vm_svar.cref_or_me */
+	return 0;
+}
+
+/* The method entry of a frame, found as rb_vm_frame_method_entry() does. */
+static uint64_t frame_me(struct rbp_vm *vm, uint64_t ep)
+{
+	const struct rbp_layout *L = vm->L;
+
+	for (int depth = 0; depth < MAX_EP_CHAIN; depth++) {
+		uint64_t flags, meref, prev, me;
+		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_flags, &flags) ||
+		    rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &meref))
+			return 0;
+		int local = (flags & L->env_flag_local) != 0;
+		if ((me = check_me(vm, meref, local)))
+			return me;
+		if (local ||
+		    rv_stack_word(vm, ep + 8 * (int64_t)L->env_specval, &prev))
+			return 0;
+		ep = prev & ~(uint64_t)3;
+	}
+	return 0;
+}
+
+static int me_read(struct rbp_vm *vm, uint64_t me, struct me_info *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t def[64];
+	uint64_t def_addr;
+	int err;
+
+	if ((err = rv_word(vm, me + L->me_owner, &out->owner)) ||
+	    (err = rv_word(vm, me + L->me_def, &def_addr)) ||
+	    (err = rv_read(vm, def_addr, def, sizeof(def))))
+		return err;
+	out->def_type = (uint32_t)rv_bitfield(def, &L->def_type);
+	out->original_id = rv_u64(def, L->def_original_id);
+	return RBP_OK;
+}
+
+/* "Foo#bar" / "Foo.bar" / "bar" for a method entry. */
+static int me_name(struct rbp_vm *vm, const struct me_info *mi, char *buf, size_t cap)
+{
+	char prefix[RV_MAX_STRING];
+	const char *name;
+	int err;
+
+	if ((err = rv_id_name(vm, mi->original_id, &name)))
+		return err;
+	rv_method_prefix(vm, mi->owner, prefix, sizeof(prefix));
+	snprintf(buf, cap, "%s%s", prefix, name);
+	return RBP_OK;
+}
+
+/* ---- labels -------------------------------------------------------- */
+
+/*
+ * Label of a C frame from its method entry: "Integer#times".  NULL when
+ * the frame has no method entry: the VM's bootstrap frames carry the
+ * C-frame magic with a cref instead, and Ruby's backtraces skip them too.
+ */
+static const char *cfunc_label(struct rbp_vm *vm, uint64_t meref)
+{
+	static const char unknown[] = "(unknown cfunc)";
+	uint64_t key = rbp_mix64(meref, 1), cached;
+	char buf[RV_MAX_STRING];
+	struct me_info mi;
+	const char *label = unknown;
+
+	if (rbp_hmap_get(&vm->me_labels, key, &cached))
+		return (const char *)(uintptr_t)cached;
+	uint64_t me = check_me(vm, meref, 1);
+	if (!me)
+		return NULL;
+	if (!me_read(vm, me, &mi) && !me_name(vm, &mi, buf, sizeof(buf)))
+		label = rbp_strpool_intern0(&vm->pool, buf);
+	if (!label)
+		label = unknown;
+	rbp_hmap_put(&vm->me_labels, key, (uint64_t)(uintptr_t)label);
+	return label;
+}
+
+/*
+ * Qualify a Ruby frame's label with its method's owner: "baz" ->
+ * "Foo#baz", "block (2 levels) in baz" -> "block (2 levels) in Foo#baz".
+ */
+static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64_t me)
+{
+	const struct rbp_layout *L = vm->L;
+	char buf[RV_MAX_STRING], name[RV_MAX_STRING], prefix[RV_MAX_STRING];
+	struct me_info mi;
+	size_t llen = strlen(info->label), blen = strlen(info->base_label);
+
+	if (!me || me_read(vm, me, &mi))
+		return info->label;
+	if (mi.def_type == L->method_type_bmethod) {
+		/* define_method: the block is the method */
+		if (me_name(vm, &mi, name, sizeof(name)))
+			return info->label;
+		return rbp_strpool_intern0(&vm->pool, name);
+	}
+	if (info->type != L->iseq_type_method && info->type != L->iseq_type_block &&
+	    info->type != L->iseq_type_rescue && info->type != L->iseq_type_ensure)
+		return info->label;
+	if (blen > llen || strcmp(info->label + llen - blen, info->base_label))
+		return info->label;
+	rv_method_prefix(vm, mi.owner, prefix, sizeof(prefix));
+	if (snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(llen - blen), info->label, prefix,
+		     info->base_label) >= (int)sizeof(buf))
+		return info->label;
+	return rbp_strpool_intern0(&vm->pool, buf);
+}
+
+static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
+			      const struct rv_iseq *info, uint64_t ep)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t key, cached;
+	const char *label;
+
+	if (info->type == L->iseq_type_top || info->type == L->iseq_type_main ||
+	    info->type == L->iseq_type_class || info->type == L->iseq_type_eval)
+		return info->label;
+	uint64_t me = frame_me(vm, ep);
+	key = rbp_mix64(iseq, me ^ 2);
+	if (rbp_hmap_get(&vm->me_labels, key, &cached))
+		return (const char *)(uintptr_t)cached;
+	label = qualify(vm, info, me);
+	if (!label)
+		label = info->label;
+	rbp_hmap_put(&vm->me_labels, key, (uint64_t)(uintptr_t)label);
+	return label;
+}
+
+/* ---- threads ------------------------------------------------------- */
+
+struct thread_fields {
+	uint64_t ec, name, tid_word;
+	int32_t tid;
+};
+
+/* Bytes of rb_thread_t we read: up to its last field we use. */
+static size_t thread_span(const struct rbp_layout *L)
+{
+	int16_t offs[] = { L->thread_lt_node, L->thread_vm, L->thread_ec, L->thread_name,
+			   L->thread_tid, L->thread_nt, L->thread_id, L->thread_self };
+	int16_t max = 0;
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		if (offs[i] > max)
+			max = offs[i];
+	return (size_t)max + 8;
+}
+
+static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
+		       uint64_t *ec)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t buf[2048];
+	size_t span = thread_span(L);
+	int err;
+
+	if (span > sizeof(buf))
+		return RBP_EINVAL;
+	if ((err = rv_read(vm, th, buf, span)))
+		return err;
+	*ec = L->thread_ec_embedded ? th + L->thread_ec : rv_u64(buf, L->thread_ec);
+	out->name = NULL;
+	uint64_t name = rv_u64(buf, L->thread_name);
+	if (rv_type(vm, name, NULL) == L->t_string)
+		rv_string_intern(vm, name, &out->name);
+	out->tid = 0;
+	if (L->thread_tid >= 0) {
+		out->tid = (pid_t)rv_u32(buf, L->thread_tid);
+	} else if (L->thread_nt >= 0) {
+		int32_t tid;
+		uint64_t nt = rv_u64(buf, L->thread_nt);
+		if (nt && !rv_read(vm, nt + L->nt_tid, &tid, 4))
+			out->tid = tid;
+	}
+	if (out->tid < 0)
+		out->tid = 0;
+	return RBP_OK;
+}
+
+/* Copy the used part of the VM stack that the frames' eps point into. */
+static int copy_stack(struct rbp_vm *vm, uint64_t lo_limit, uint64_t hi_limit, size_t n)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	vm->stk_lo = vm->stk_hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t ep = rv_u64(vm->cfp_buf + i * L->cfp_size, L->cfp_ep);
+		if (ep < lo_limit || ep >= hi_limit)
+			continue;
+		if (ep < lo)
+			lo = ep;
+		if (ep > hi)
+			hi = ep;
+	}
+	if (hi == 0)
+		return RBP_OK;
+	lo = lo >= lo_limit + 16 ? lo - 16 : lo_limit;   /* ep[-2] */
+	hi += 8;
+	if (hi - lo > MAX_STACK_COPY)
+		return RBP_OK;   /* fall back to per-word reads */
+	int err = grow((void **)&vm->stk_buf, &vm->stk_cap, hi - lo, 1);
+	if (err || (err = rv_read(vm, lo, vm->stk_buf, hi - lo)))
+		return err;
+	vm->stk_lo = lo;
+	vm->stk_hi = hi;
+	return RBP_OK;
+}
+
+/* One control frame -> at most one rbp_frame appended to out. */
+static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t pc = rv_u64(cfp, L->cfp_pc), iseq = rv_u64(cfp, L->cfp_iseq);
+	uint64_t ep = rv_u64(cfp, L->cfp_ep), flags;
+	struct rbp_frame f = { .path = "", .line = 0 };
+	const struct rv_iseq *info;
+	int err;
+
+	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_flags, &flags))
+		return RBP_OK;   /* unreadable environment: skip the frame */
+	if ((flags & L->frame_magic_mask) == L->frame_magic_cfunc) {
+		uint64_t meref;
+		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &meref))
+			return RBP_OK;
+		f.kind = RBP_FRAME_CFUNC;
+		if (!(f.label = cfunc_label(vm, meref)))
+			return RBP_OK;
+	} else {
+		if (!iseq || !pc || rv_iseq(vm, iseq, &info))
+			return RBP_OK;   /* dummy, ifunc or unreadable frame */
+		f.kind = RBP_FRAME_RUBY;
+		f.path = info->path;
+		if (rv_iseq_line(vm, iseq, info, pc, &f.line))
+			f.line = 0;
+		/* the VM's bootstrap "top" frames have no code and no line */
+		if (info->type == L->iseq_type_top && f.line == 0)
+			return RBP_OK;
+		f.label = ruby_label(vm, iseq, info, ep);
+	}
+	if ((err = grow((void **)&out->frames, &out->cap_frames, out->n_frames + 1,
+			sizeof(*out->frames))))
+		return err;
+	out->frames[out->n_frames++] = f;
+	return RBP_OK;
+}
+
+/* C frames take the path and line of the Ruby frame that called them. */
+static void fill_cfunc_locations(struct rbp_frame *f, size_t n)
+{
+	const char *path = "";
+	int32_t line = 0;
+
+	for (size_t i = n; i-- > 0;) {
+		if (f[i].kind == RBP_FRAME_CFUNC) {
+			f[i].path = path;
+			f[i].line = line;
+		} else {
+			path = f[i].path;
+			line = f[i].line;
+		}
+	}
+}
+
+static int walk_thread(struct rbp_vm *vm, uint64_t ec, struct rbp_stacks *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t ecbuf[64];
+	int err;
+
+	if ((err = rv_read(vm, ec, ecbuf, sizeof(ecbuf))))
+		return err;
+	uint64_t stack = rv_u64(ecbuf, L->ec_vm_stack);
+	uint64_t size = rv_u64(ecbuf, L->ec_vm_stack_size);
+	uint64_t cfp = rv_u64(ecbuf, L->ec_cfp);
+	if (!stack || !cfp)
+		return RBP_OK;   /* not started yet, or finished */
+	if (size > (1ull << 32))
+		return RBP_ECORRUPT;
+	uint64_t end = stack + size * 8;
+	if (cfp < stack || cfp > end || (end - cfp) % L->cfp_size)
+		return RBP_ECORRUPT;
+	size_t n = (size_t)((end - cfp) / L->cfp_size);
+	if (n > RV_MAX_FRAMES)
+		return RBP_ETOODEEP;
+	if ((err = grow((void **)&vm->cfp_buf, &vm->cfp_cap, n * L->cfp_size + 1, 1)) ||
+	    (n && (err = rv_read(vm, cfp, vm->cfp_buf, n * L->cfp_size))))
+		return err;
+	if ((err = copy_stack(vm, stack, cfp, n)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if ((err = walk_frame(vm, vm->cfp_buf + i * L->cfp_size, out)))
+			return err;
+	return RBP_OK;
+}
+
+/* Addresses of all threads, main thread first. */
+static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *main_th,
+		       uint64_t *gvl_owner)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t head, node, holder;
+	size_t cap = 0;
+	int err;
+
+	*n = 0;
+	if ((err = rv_word(vm, vm->vm_addr + L->vm_main_thread, main_th)))
+		return err;
+	if (L->vm_main_ractor >= 0) {
+		if ((err = rv_word(vm, vm->vm_addr + L->vm_main_ractor, &holder)))
+			return err;
+		head = holder + L->ractor_threads_set;
+		err = rv_word(vm, holder + L->ractor_gvl_owner, gvl_owner);
+	} else {
+		head = vm->vm_addr + L->vm_living_threads;
+		err = rv_word(vm, vm->vm_addr + L->vm_gvl_owner, gvl_owner);
+	}
+	if (err || (err = rv_word(vm, head, &node)))
+		return err;
+	if ((err = grow((void **)ths, &cap, 1, sizeof(**ths))))
+		return err;
+	(*ths)[(*n)++] = *main_th;
+	while (node != head) {
+		if (*n > RV_MAX_THREADS)
+			return RBP_ECORRUPT;
+		uint64_t th = node - (uint64_t)L->thread_lt_node;
+		if (th != *main_th) {
+			if ((err = grow((void **)ths, &cap, *n + 1, sizeof(**ths))))
+				return err;
+			(*ths)[(*n)++] = th;
+		}
+		if ((err = rv_word(vm, node, &node)))
+			return err;
+	}
+	return RBP_OK;
+}
+
+int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
+{
+	uint64_t *ths = NULL, main_th = 0, gvl = 0;
+	size_t n = 0;
+	int err;
+
+	out->n_threads = out->n_frames = 0;
+	if ((err = thread_list(vm, &ths, &n, &main_th, &gvl)))
+		goto done;
+	if ((err = grow((void **)&out->threads, &out->cap_threads, n, sizeof(*out->threads))))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		struct rbp_thread *t = &out->threads[out->n_threads++];
+		uint64_t ec = 0;
+		memset(t, 0, sizeof(*t));
+		t->addr = ths[i];
+		t->is_main = ths[i] == main_th;
+		t->has_gvl = ths[i] == gvl;
+		t->first_frame = out->n_frames;
+		t->err = read_thread(vm, ths[i], t, &ec);
+		if (!t->err)
+			t->err = walk_thread(vm, ec, out);
+		if (t->err == RBP_ENOMEM) {
+			err = RBP_ENOMEM;
+			goto done;
+		}
+		if (t->err)
+			out->n_frames = t->first_frame;
+		t->n_frames = out->n_frames - t->first_frame;
+		fill_cfunc_locations(out->frames + t->first_frame, t->n_frames);
+	}
+done:
+	free(ths);
+	return err;
+}

@@ -1,0 +1,25 @@
+#include "util/err.h"
+
+const char *rbp_strerror(int err)
+{
+	switch ((enum rbp_err)err) {
+	case RBP_OK: return "success";
+	case RBP_ENOMEM: return "out of memory";
+	case RBP_EINVAL: return "invalid argument";
+	case RBP_EIO: return "input/output error";
+	case RBP_ENOPROC: return "no such process";
+	case RBP_EPERM: return "permission denied";
+	case RBP_EFAULT: return "address not mapped in the target";
+	case RBP_ENOFILE: return "cannot open a file the target maps";
+	case RBP_EBADELF: return "not a valid ELF file";
+	case RBP_EBADCORE: return "not a valid core file";
+	case RBP_ENOSYM: return "symbol not found";
+	case RBP_EPTRACE: return "ptrace failed";
+	case RBP_ENOTRUBY: return "not a Ruby process";
+	case RBP_EVERSION: return "unsupported Ruby version";
+	case RBP_ENOVM: return "Ruby VM not found";
+	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
+	case RBP_ETOODEEP: return "stack too deep";
+	}
+	return "unknown error";
+}

@@ -1,0 +1,43 @@
+/*
+ * err.h - error values shared by every layer of the rbpeek core.
+ *
+ * The core never prints and never exits: a function that can fail returns
+ * an int that is RBP_OK (0) or a negative RBP_E* code.  The front end turns
+ * codes into words (rbp_strerror) and into exit codes (see src/cli).
+ *
+ * Codes are grouped by the layer that usually produces them, but any layer
+ * may pass a lower layer's code up unchanged.
+ */
+#ifndef RBP_UTIL_ERR_H
+#define RBP_UTIL_ERR_H
+
+enum rbp_err {
+	RBP_OK = 0,
+
+	/* generic */
+	RBP_ENOMEM = -1,    /* allocation failed */
+	RBP_EINVAL = -2,    /* bad argument (a bug in the caller) */
+	RBP_EIO = -3,       /* read/write error on a local file */
+
+	/* proc: the target as memory */
+	RBP_ENOPROC = -10,  /* no such process, or it exited */
+	RBP_EPERM = -11,    /* not allowed to read or trace the process */
+	RBP_EFAULT = -12,   /* address not mapped in the target */
+	RBP_ENOFILE = -13,  /* a file the target maps cannot be opened */
+	RBP_EBADELF = -14,  /* not an ELF file, or a corrupt one */
+	RBP_EBADCORE = -15, /* not a core file, or truncated */
+	RBP_ENOSYM = -16,   /* symbol not found */
+	RBP_EPTRACE = -17,  /* ptrace refused for a reason other than EPERM */
+
+	/* ruby: the VM model */
+	RBP_ENOTRUBY = -20, /* no Ruby interpreter found in the target */
+	RBP_EVERSION = -21, /* Ruby version has no layout table */
+	RBP_ENOVM = -22,    /* the VM could not be located or validated */
+	RBP_ECORRUPT = -23, /* VM data failed a consistency check */
+	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
+};
+
+/* A static English description of an error code ("no such process"). */
+const char *rbp_strerror(int err);
+
+#endif
