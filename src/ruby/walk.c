@@ -13,6 +13,7 @@
  * ("<class:Foo>", "<main>", "<top (required)>").
  */
 #include "ruby/internal.h"
+#include "ruby/label.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +148,6 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 	const struct rbp_layout *L = vm->L;
 	char buf[RV_MAX_STRING], name[RV_MAX_STRING], prefix[RV_MAX_STRING];
 	struct me_info mi;
-	size_t llen = strlen(info->label), blen = strlen(info->base_label);
 
 	if (!me || me_read(vm, me, &mi))
 		return info->label;
@@ -160,11 +160,8 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 	if (info->type != L->iseq_type_method && info->type != L->iseq_type_block &&
 	    info->type != L->iseq_type_rescue && info->type != L->iseq_type_ensure)
 		return info->label;
-	if (blen > llen || strcmp(info->label + llen - blen, info->base_label))
-		return info->label;
 	rv_method_prefix(vm, mi.owner, prefix, sizeof(prefix));
-	if (snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(llen - blen), info->label, prefix,
-		     info->base_label) >= (int)sizeof(buf))
+	if (rbp_label_qualify(info->label, info->base_label, prefix, buf, sizeof(buf)))
 		return info->label;
 	return rbp_strpool_intern0(&vm->pool, buf);
 }
