@@ -16,6 +16,9 @@ enum rbp_exit {
 	EXIT_VERSION = 6,    /* Ruby version without a layout table */
 	EXIT_VM = 7,         /* Ruby VM not found, or its memory inconsistent */
 	EXIT_CORE = 8,       /* bad core file */
+	EXIT_NOSAMPLES = 9,  /* the recording got no samples (nothing written) */
+	EXIT_OUTPUT = 10,    /* the output file could not be written */
+	EXIT_RAW = 11,       /* bad raw file given to report */
 };
 
 /* What the error is about, so messages can name it. */
@@ -37,5 +40,23 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 int cli_parse_pid(const char *s);
 
 int cmd_snapshot(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+struct rbp_profile;
+struct rbp_format;
+struct rbp_output_opts;
+/*
+ * Write a profile in a format to path ("-" for stdout): into a temporary
+ * file beside it, renamed into place when complete, so a failed write
+ * leaves nothing behind.  Under sudo the file is given to the invoking
+ * user.  Prints the error; returns 0 or EXIT_OUTPUT.
+ */
+int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
+		   const struct rbp_output_opts *oo, const char *path);
+/* 0 when a file can be created at path (its directory is writable). */
+int cli_check_writable(const char *path);
+/* Give a file we created to the user who ran sudo (no-op otherwise). */
+void cli_chown_to_invoker(const char *path);
 
 #endif

@@ -8,7 +8,6 @@
  * never leave it stopped.
  */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,31 +199,6 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 	printf("]}\n");
 }
 
-/* Read all stacks, pausing the target around the read unless nonblocking. */
-static int read_stacks(struct rbp_target *t, struct rbp_vm *vm, int nonblocking,
-		       struct rbp_stacks *s)
-{
-	struct rbp_pause *pause = NULL;
-	sigset_t hold, old;
-	int err;
-
-	if (t->is_core || nonblocking)
-		return rbp_vm_read_stacks(vm, s);
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &hold, &old);
-	err = rbp_pause(t->pid, &pause);
-	if (!err) {
-		err = rbp_vm_read_stacks(vm, s);
-		rbp_resume(pause);
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	return err;
-}
-
 int cmd_snapshot(int argc, char **argv)
 {
 	struct snapshot_opts o = { 0 };
@@ -250,7 +224,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (!err) {
 		if (!t->is_core)
 			read_os_tasks(t->pid, &ot);
-		err = read_stacks(t, vm, o.nonblocking, &s);
+		err = rbp_vm_read_stacks_paused(vm, o.nonblocking, &s);
 	}
 	if (err) {
 		rc = cli_fail(err, &subj);

@@ -12,6 +12,8 @@ static const char usage[] =
 	"See what a running Ruby program is doing, from outside: no gem, no restart.\n"
 	"\n"
 	"commands:\n"
+	"  record     sample a process until Ctrl-C and write a flame graph (or another format)\n"
+	"  report     convert a raw profile file to any output format\n"
 	"  snapshot   print the Ruby stack of every thread of a process (--pid) or core file (--core)\n"
 	"\n"
 	"options:\n"
@@ -19,7 +21,8 @@ static const char usage[] =
 	"  -V, --version  print rbpeek's version\n"
 	"\n"
 	"exit codes: 0 ok, 1 internal error, 2 usage, 3 no such process, 4 permission denied,\n"
-	"5 not a Ruby process, 6 unsupported Ruby version, 7 Ruby VM not found, 8 bad core file\n";
+	"5 not a Ruby process, 6 unsupported Ruby version, 7 Ruby VM not found, 8 bad core file,\n"
+	"9 no samples recorded, 10 output not written, 11 bad raw file\n";
 
 struct command {
 	const char *name;
@@ -27,6 +30,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "record", cmd_record },
+	{ "report", cmd_report },
 	{ "snapshot", cmd_snapshot },
 	{ "dump", cmd_snapshot },   /* alias familiar to rbspy users */
 };

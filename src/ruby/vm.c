@@ -3,6 +3,7 @@
  */
 #include "ruby/internal.h"
 
+#include <signal.h>
 #include <stdlib.h>
 
 int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
@@ -58,4 +59,27 @@ void rbp_stacks_free(struct rbp_stacks *s)
 	free(s->threads);
 	free(s->frames);
 	memset(s, 0, sizeof(*s));
+}
+
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out)
+{
+	struct rbp_pause *pause = NULL;
+	sigset_t hold, old;
+	int err;
+
+	if (nonblocking || vm->t->is_core)
+		return rbp_vm_read_stacks(vm, out);
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	err = rbp_pause(vm->t->pid, &pause);
+	if (!err) {
+		err = rbp_vm_read_stacks(vm, out);
+		rbp_resume(pause);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return err;
 }

@@ -58,6 +58,7 @@ struct rbp_frame {
 	const char *label;    /* "Foo::Bar#baz", "block in Foo#x", "Integer#times" */
 	const char *path;     /* absolute path; for C frames the calling Ruby frame's; "" unknown */
 	int32_t line;         /* line executing now; 0 unknown */
+	int32_t first_line;   /* first line of the method/block; 0 for C frames */
 	uint8_t kind;         /* enum rbp_frame_kind */
 };
 
@@ -91,6 +92,15 @@ struct rbp_stacks {
  */
 int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out);
 void rbp_stacks_free(struct rbp_stacks *s);
+
+/*
+ * rbp_vm_read_stacks() with the target paused around the read (ptrace
+ * SEIZE + INTERRUPT of every thread, see proc/target.h) unless nonblocking
+ * or the target is a core file.  SIGINT, SIGTERM, SIGHUP and SIGQUIT are
+ * held while the target is paused and delivered after it runs again, so
+ * Ctrl-C can never leave it stopped.
+ */
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out);
 
 /* Read statistics since attach: reads issued, bytes, cache hits. */
 struct rbp_vm_stats {

@@ -291,6 +291,7 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 			return RBP_OK;   /* dummy, ifunc or unreadable frame */
 		f.kind = RBP_FRAME_RUBY;
 		f.path = info->path;
+		f.first_line = info->first_lineno;
 		if (rv_iseq_line(vm, iseq, info, pc, &f.line))
 			f.line = 0;
 		/* the VM's bootstrap "top" frames have no code and no line */

@@ -20,6 +20,7 @@ const char *rbp_strerror(int err)
 	case RBP_ENOVM: return "Ruby VM not found";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
+	case RBP_EBADRAW: return "not a valid rbpeek raw file";
 	}
 	return "unknown error";
 }

@@ -35,6 +35,9 @@ enum rbp_err {
 	RBP_ENOVM = -22,    /* the VM could not be located or validated */
 	RBP_ECORRUPT = -23, /* VM data failed a consistency check */
 	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
+
+	/* profile */
+	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */
 };
 
 /* A static English description of an error code ("no such process"). */

@@ -1,0 +1,483 @@
+/*
+ * cmd_record.c - `rbpeek record`: sample a process (by PID, or one we
+ * spawn) until Ctrl-C, --duration or its exit, then write the profile.
+ *
+ * Whatever ends the recording, what was recorded is written: the raw file
+ * (always, in the cache directory) and the chosen format.  The output path
+ * is checked before sampling starts, so a typo does not cost a recording.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "output/output.h"
+#include "profile/profile.h"
+#include "profile/raw.h"
+#include "profile/sampler.h"
+#include "proc/target.h"
+#include "ruby/vm.h"
+#include "util/err.h"
+
+static const char record_usage[] =
+	"usage: rbpeek record --pid PID [options]\n"
+	"       rbpeek record [options] -- COMMAND [ARGS...]\n"
+	"\n"
+	"Sample every thread's Ruby stack until Ctrl-C, --duration or the program's exit,\n"
+	"then write a profile (a flame graph by default) and a raw file to convert later.\n"
+	"\n"
+	"  -p, --pid PID           profile a running process\n"
+	"  -r, --rate HZ           samples per second (default 100)\n"
+	"  -d, --duration SECONDS  stop after this long\n"
+	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
+	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
+	"      --on-cpu            keep only samples of threads running on a CPU\n"
+	"      --gvl               keep only samples of the thread holding the GVL\n"
+	"      --threads           one root frame per thread\n"
+	"      --function          aggregate by function (first line) instead of by line\n"
+	"      --nonblocking       never pause the process (stacks may be torn)\n"
+	"      --silent            no live status on stderr\n"
+	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"  -h, --help              show this help\n"
+	"\n"
+	"formats:\n";
+
+struct record_opts {
+	int pid;
+	char **cmd;               /* argv of the program to spawn, or NULL */
+	uint32_t rate;
+	double duration;
+	const char *output;
+	const char *format;
+	const char *force_version;
+	struct rbp_sampler_opts so;
+	int silent;
+	int no_drop_root;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	stop_requested = sig;
+}
+
+static void print_usage(void)
+{
+	fputs(record_usage, stdout);
+	for (const struct rbp_format *f = rbp_formats; f->name; f++)
+		printf("  %-16s %s\n", f->name, f->desc);
+}
+
+static int parse_opts(int argc, char **argv, struct record_opts *o)
+{
+	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "on-cpu", no_argument, NULL, OPT_ONCPU },
+		{ "gvl", no_argument, NULL, OPT_GVL },
+		{ "threads", no_argument, NULL, OPT_THREADS },
+		{ "function", no_argument, NULL, OPT_FUNCTION },
+		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
+		{ "silent", no_argument, NULL, OPT_SILENT },
+		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
+		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	char *end;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:p:r:d:o:f:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!(o->pid = cli_parse_pid(optarg)))
+				return cli_usage_error("record", "invalid PID '%s'", optarg);
+			break;
+		case 'r': {
+			long r = strtol(optarg, &end, 10);
+			if (*end || r < 1 || r > 100000)
+				return cli_usage_error("record", "invalid rate '%s' (1 to 100000 Hz)", optarg);
+			o->rate = (uint32_t)r;
+			break;
+		}
+		case 'd':
+			o->duration = strtod(optarg, &end);
+			if (*end || !(o->duration > 0) || o->duration > 1e7)
+				return cli_usage_error("record", "invalid duration '%s' (seconds)", optarg);
+			break;
+		case 'o': o->output = optarg; break;
+		case 'f': o->format = optarg; break;
+		case OPT_ONCPU: o->so.on_cpu = 1; break;
+		case OPT_GVL: o->so.gvl_only = 1; break;
+		case OPT_THREADS: o->so.threads_as_roots = 1; break;
+		case OPT_FUNCTION: o->so.by_function = 1; break;
+		case OPT_NONBLOCK: o->so.nonblocking = 1; break;
+		case OPT_SILENT: o->silent = 1; break;
+		case OPT_NODROP: o->no_drop_root = 1; break;
+		case OPT_FORCE: o->force_version = optarg; break;
+		case 'h': print_usage(); exit(0);
+		case ':':
+			return cli_usage_error("record", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("record", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		o->cmd = argv + optind;
+	if (!o->pid == !o->cmd)
+		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
+	return 0;
+}
+
+/* ---- spawning -------------------------------------------------------- */
+
+static pid_t child_pid;
+static int child_status = -1;   /* wait status once reaped */
+
+static int child_exited(void *ctx)
+{
+	int st;
+	if (child_status >= 0)
+		return 1;
+	if (waitpid(child_pid, &st, WNOHANG) == child_pid) {
+		child_status = st;
+		return 1;
+	}
+	return 0;
+}
+
+/* In the child: become the user who ran sudo, unless told not to. */
+static void drop_root(void)
+{
+	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID"), *user = getenv("SUDO_USER");
+
+	if (geteuid() != 0 || !uid || !gid)
+		return;
+	if ((user && initgroups(user, (gid_t)atol(gid))) || setgid((gid_t)atol(gid)) ||
+	    setuid((uid_t)atol(uid))) {
+		fprintf(stderr, "rbpeek: error: cannot drop privileges to uid %s: %s\n", uid,
+			strerror(errno));
+		_exit(126);
+	}
+}
+
+/*
+ * Start the command.  A close-on-exec pipe tells whether exec worked: the
+ * child writes errno to it only when exec fails.
+ */
+static int spawn(char **cmd, int no_drop_root)
+{
+	int fds[2], e = 0;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	fflush(NULL);
+	child_pid = fork();
+	if (child_pid < 0)
+		return -1;
+	if (child_pid == 0) {
+		close(fds[0]);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		if (!no_drop_root)
+			drop_root();
+		execvp(cmd[0], cmd);
+		e = errno;
+		if (write(fds[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], &e, sizeof(e));
+	close(fds[0]);
+	if (n == sizeof(e)) {
+		waitpid(child_pid, NULL, 0);
+		fprintf(stderr, "rbpeek: error: cannot run '%s': %s\n", cmd[0], strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Attach to a process, waiting while it is not Ruby yet (a spawned child
+ * still loading) or its VM is not up yet.  Gives up after a few seconds
+ * of "not Ruby", or when the process is gone.
+ */
+static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_target **t,
+		  struct rbp_vm **vm)
+{
+	struct timespec pause = { 0, 5 * 1000 * 1000 };
+	int err;
+
+	for (int tries = 0;; tries++) {
+		err = rbp_target_open_pid(pid, t);
+		if (!err) {
+			err = rbp_vm_attach(*t, vo, vm);
+			if (!err)
+				return RBP_OK;
+			rbp_target_close(*t);
+			*t = NULL;
+		}
+		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
+			    (err == RBP_ENOTRUBY && tries < 1000);
+		if (!waiting || !retry || stop_requested || (child_pid && child_exited(NULL)))
+			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* ---- live status ------------------------------------------------------ */
+
+struct live {
+	int lines;   /* lines printed last time, to redraw over */
+	int tty;
+};
+
+/* Top functions by self samples, for the live display. */
+static void top_functions(const struct rbp_profile *p, FILE *out, int *lines)
+{
+	uint64_t *self = calloc(p->n_frames + 1, sizeof(*self));
+	size_t best[5] = { 0 }, n_best = 0;
+
+	if (!self || !p->n_samples) {
+		free(self);
+		return;
+	}
+	for (size_t i = 0; i < p->n_samples; i++)
+		self[p->nodes[p->samples[i].node].frame]++;
+	for (size_t k = 0; k < 5; k++) {
+		size_t arg = SIZE_MAX;
+		for (size_t i = 0; i < p->n_frames; i++) {
+			int taken = 0;
+			for (size_t j = 0; j < n_best; j++)
+				taken |= best[j] == i;
+			if (!taken && self[i] && (arg == SIZE_MAX || self[i] > self[arg]))
+				arg = i;
+		}
+		if (arg == SIZE_MAX)
+			break;
+		best[n_best++] = arg;
+	}
+	for (size_t j = 0; j < n_best; j++) {
+		char name[160];
+		rbp_frame_name(&p->frames[best[j]], name, sizeof(name));
+		fprintf(out, "  %5.1f%%  %s\n", 100.0 * (double)self[best[j]] / (double)p->n_samples, name);
+		(*lines)++;
+	}
+	free(self);
+}
+
+static void progress(void *ctx, const struct rbp_sampler_status *st, const struct rbp_profile *p)
+{
+	struct live *lv = ctx;
+
+	if (!lv->tty)
+		return;
+	if (lv->lines)
+		fprintf(stderr, "\033[%dA", lv->lines);
+	fprintf(stderr, "\r\033[Jrecording: %.1f s, %llu samples, %llu errors, %llu late "
+		"(Ctrl-C to stop)\n", (double)st->elapsed_ns / 1e9,
+		(unsigned long long)st->samples, (unsigned long long)st->errors,
+		(unsigned long long)st->late);
+	lv->lines = 1;
+	top_functions(p, stderr, &lv->lines);
+	fflush(stderr);
+}
+
+static int should_stop(void *ctx)
+{
+	return stop_requested != 0;
+}
+
+/* ---- output names ----------------------------------------------------- */
+
+static void default_output(char *buf, size_t n, int pid, const char *ext)
+{
+	char stamp[32];
+	time_t now = time(NULL);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
+	snprintf(buf, n, "rbpeek-%d-%s.%s", pid, stamp, ext);
+}
+
+/* $XDG_CACHE_HOME/rbpeek or ~/.cache/rbpeek, created if needed. */
+static int cache_dir(char *buf, size_t n)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char parent[4096];
+
+	if (xdg && *xdg)
+		snprintf(parent, sizeof(parent), "%s", xdg);
+	else if (home && *home)
+		snprintf(parent, sizeof(parent), "%s/.cache", home);
+	else
+		return -1;
+	mkdir(parent, 0755);
+	if (snprintf(buf, n, "%s/rbpeek", parent) >= (int)n)
+		return -1;
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static const char *stop_words(enum rbp_stop_reason r)
+{
+	switch (r) {
+	case RBP_STOP_REQUESTED: return "stopped";
+	case RBP_STOP_DURATION: return "duration reached";
+	case RBP_STOP_EXITED: return "process exited";
+	case RBP_STOP_FAILING: return "gave up: most samples failed";
+	default: return "stopped";
+	}
+}
+
+static void print_stats(const struct rbp_sampler_status *st, const char *fmt_name)
+{
+	double secs = (double)st->elapsed_ns / 1e9;
+	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
+
+	fprintf(stderr, "rbpeek: %s after %.1f s: %llu samples in %llu ticks, %llu errors, "
+		"%llu late (%.1f%%)", stop_words(st->stop), secs, (unsigned long long)st->samples,
+		(unsigned long long)st->ticks, (unsigned long long)st->errors,
+		(unsigned long long)st->late, late_pct);
+	if (st->ticks)
+		fprintf(stderr, "; sampling took %.0f/%.0f/%.0f us (min/avg/max)",
+			(double)st->tick_ns_min / 1e3,
+			(double)st->tick_ns_sum / 1e3 / (double)st->ticks,
+			(double)st->tick_ns_max / 1e3);
+	fputc('\n', stderr);
+	if (late_pct > 1.0)
+		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r\n");
+	if (st->stop == RBP_STOP_FAILING)
+		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static int write_outputs(struct rbp_profile *p, const struct rbp_format *fmt, const char *output,
+			 int silent)
+{
+	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
+	char dir[4096], name[256], raw_path[8192], title[512];
+	struct rbp_output_opts oo = { .title = title };
+	int rc = 0;
+
+	snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
+		 (int)p->meta.pid, *p->meta.cmdline ? " " : "", p->meta.cmdline,
+		 (double)p->meta.duration_ns / 1e9, p->n_samples);
+	default_output(name, sizeof(name), (int)p->meta.pid, "raw.gz");
+	if (!cache_dir(dir, sizeof(dir)) &&
+	    snprintf(raw_path, sizeof(raw_path), "%s/%s", dir, name) < (int)sizeof(raw_path)) {
+		if (!cli_write_file(p, &raw_fmt, &oo, raw_path))
+			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
+				raw_path);
+	}
+	if ((rc = cli_write_file(p, fmt, &oo, output)))
+		return rc;
+	if (!silent || strcmp(output, "-"))
+		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
+	return 0;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_opts o = { .rate = 100, .format = "flamegraph" };
+	struct cli_subject subj = { 0 };
+	struct rbp_target *t = NULL;
+	struct rbp_vm *vm = NULL;
+	struct rbp_profile p;
+	struct rbp_sampler_status st;
+	struct rbp_vm_opts vo = { 0 };
+	struct live lv = { 0 };
+	const struct rbp_format *fmt;
+	char outbuf[4096];
+	struct sigaction sa = { 0 };
+	int rc, err;
+
+	if ((rc = parse_opts(argc, argv, &o)))
+		return rc;
+	if (!(fmt = rbp_format_find(o.format)))
+		return cli_usage_error("record", "unknown format '%s' (valid: %s)", o.format,
+				       rbp_format_names());
+	if (o.output && strcmp(o.output, "-") && cli_check_writable(o.output)) {
+		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o.output, strerror(errno));
+		return EXIT_OUTPUT;
+	}
+	if (!o.output && cli_check_writable("./x")) {
+		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
+			"hint: choose a file with -o\n", strerror(errno));
+		return EXIT_OUTPUT;
+	}
+	sa.sa_handler = on_signal;   /* no SA_RESTART: sleeps end at once */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (o.cmd && spawn(o.cmd, o.no_drop_root))
+		return EXIT_USAGE;
+	subj.pid = o.cmd ? (int)child_pid : o.pid;
+	vo.force_version = o.force_version;
+	if ((err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm))) {
+		subj.version = vo.found_version;
+		if (err == RBP_ENOPROC && o.cmd) {
+			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
+			return EXIT_NOSAMPLES;
+		}
+		return cli_fail(err, &subj);
+	}
+	if ((err = rbp_profile_init(&p))) {
+		rc = cli_fail(err, &subj);
+		goto cleanup;
+	}
+	p.meta.ruby_version = rbp_profile_str(&p, rbp_vm_info(vm)->version);
+	if (o.cmd)
+		p.meta.cmdline = rbp_profile_str(&p, o.cmd[0]);
+	o.so.rate_hz = o.rate;
+	o.so.duration_ns = (uint64_t)(o.duration * 1e9);
+	o.so.should_stop = should_stop;
+	o.so.progress = progress;
+	o.so.child_exited = o.cmd ? child_exited : NULL;
+	o.so.ctx = &lv;
+	lv.tty = !o.silent && isatty(2);
+	if (!o.silent)
+		fprintf(stderr, "rbpeek: recording process %d (ruby %s) at %u Hz%s\n", subj.pid,
+			rbp_vm_info(vm)->version, o.rate, lv.tty ? "; press Ctrl-C to stop" : "");
+	err = rbp_sample_loop(t, vm, &o.so, &p, &st);
+	if (!o.silent)
+		print_stats(&st, fmt->name);
+	if (err) {
+		rc = cli_fail(err, &subj);
+	} else if (!p.n_samples) {
+		fprintf(stderr, "rbpeek: error: no samples were collected (%s)%s\n", stop_words(st.stop),
+			o.so.on_cpu || o.so.gvl_only ? "; --on-cpu/--gvl keep only running threads" : "");
+		rc = EXIT_NOSAMPLES;
+	} else {
+		if (!o.output) {
+			default_output(outbuf, sizeof(outbuf), subj.pid, fmt->ext);
+			o.output = outbuf;
+		}
+		rc = write_outputs(&p, fmt, o.output, o.silent);
+	}
+	rbp_profile_free(&p);
+cleanup:
+	rbp_vm_free(vm);
+	rbp_target_close(t);
+	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION)
+		waitpid(child_pid, NULL, 0);
+	return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * cmd_report.c - `rbpeek report -i RAW -f FORMAT [-o FILE]`: write any
+ * format from a raw file, with the same numbers as recording straight to it.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "output/output.h"
+#include "profile/raw.h"
+#include "util/err.h"
+
+static const char report_usage[] =
+	"usage: rbpeek report -i RAWFILE [-f FORMAT] [-o FILE]\n"
+	"\n"
+	"Convert a raw profile (written by every 'rbpeek record') to another format.\n"
+	"\n"
+	"  -i, --input FILE    the raw file\n"
+	"  -f, --format NAME   output format (default flamegraph)\n"
+	"  -o, --output FILE   where to write (default: the input name with the format's\n"
+	"                      extension in the current directory; - for stdout)\n"
+	"  -h, --help          show this help\n"
+	"\n"
+	"formats:\n";
+
+static void print_usage(void)
+{
+	fputs(report_usage, stdout);
+	for (const struct rbp_format *f = rbp_formats; f->name; f++)
+		printf("  %-16s %s\n", f->name, f->desc);
+}
+
+/* "rbpeek-12-2026.raw.gz" -> "rbpeek-12-2026.svg" in the current directory. */
+static void default_output(char *buf, size_t n, const char *input, const char *ext)
+{
+	const char *base = strrchr(input, '/');
+	base = base ? base + 1 : input;
+	size_t len = strlen(base);
+	static const char *const suffixes[] = { ".raw.gz", ".gz", ".raw" };
+	for (size_t i = 0; i < 3; i++) {
+		size_t sl = strlen(suffixes[i]);
+		if (len > sl && !strcmp(base + len - sl, suffixes[i])) {
+			len -= sl;
+			break;
+		}
+	}
+	snprintf(buf, n, "%.*s.%s", (int)len, base, ext);
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "input", required_argument, NULL, 'i' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *input = NULL, *format = "flamegraph", *output = NULL;
+	const struct rbp_format *fmt;
+	struct rbp_profile p;
+	char outbuf[4096], title[512];
+	struct rbp_output_opts oo = { .title = title };
+	int c, err, rc;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:f:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i': input = optarg; break;
+		case 'f': format = optarg; break;
+		case 'o': output = optarg; break;
+		case 'h': print_usage(); exit(0);
+		case ':':
+			return cli_usage_error("report", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("report", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
+	if (!input)
+		return cli_usage_error("report", "give the raw file with -i FILE");
+	if (!(fmt = rbp_format_find(format)))
+		return cli_usage_error("report", "unknown format '%s' (valid: %s)", format,
+				       rbp_format_names());
+	if ((err = rbp_raw_read(input, &p))) {
+		rbp_profile_free(&p);
+		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,
+			err == RBP_EIO ? "cannot open it" : rbp_strerror(err));
+		return EXIT_RAW;
+	}
+	if (!output) {
+		default_output(outbuf, sizeof(outbuf), input, fmt->ext);
+		output = outbuf;
+	}
+	snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples", (int)p.meta.pid,
+		 *p.meta.cmdline ? " " : "", p.meta.cmdline, (double)p.meta.duration_ns / 1e9,
+		 p.n_samples);
+	rc = cli_write_file(&p, fmt, &oo, output);
+	if (!rc && strcmp(output, "-"))
+		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
+	rbp_profile_free(&p);
+	return rc;
+}

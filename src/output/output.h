@@ -1,0 +1,52 @@
+/*
+ * output.h - one writer per output format behind one small interface.
+ *
+ * A writer turns a struct rbp_profile into a file.  It writes to a stdio
+ * stream it does not own, never prints elsewhere, and returns RBP_OK or an
+ * error (RBP_EIO when the stream failed: disk full, closed pipe).  Writers
+ * emit everything in a stable order (sorted by name, then by id) so that
+ * the same profile always gives the same bytes: golden tests depend on it.
+ */
+#ifndef RBP_OUTPUT_OUTPUT_H
+#define RBP_OUTPUT_OUTPUT_H
+
+#include <stdio.h>
+
+#include "profile/profile.h"
+
+struct rbp_output_opts {
+	const char *title;      /* flame graph title, e.g. "rbpeek: ruby app.rb (pid 123), 10 s" */
+};
+
+struct rbp_format {
+	const char *name;       /* -f NAME */
+	const char *ext;        /* default file extension, without the dot */
+	const char *desc;       /* one line for --help */
+	int (*write)(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+};
+
+/* All formats, in the order --help lists them, ended by a NULL name. */
+extern const struct rbp_format rbp_formats[];
+const struct rbp_format *rbp_format_find(const char *name);
+/* "flamegraph, speedscope, ..." for error messages. */
+const char *rbp_format_names(void);
+
+/* Writers (each in its own file). */
+int rbp_write_collapsed(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_speedscope(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_callgrind(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_summary(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+
+/*
+ * The display name of a frame as flame graphs and folded stacks show it:
+ * "label (path:line)" for Ruby and C frames ("label" alone when the path is
+ * unknown), the label alone for synthetic thread/process roots.
+ */
+int rbp_frame_name(const struct rbp_pframe *f, char *buf, size_t cap);
+
+#endif

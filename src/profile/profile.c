@@ -1,0 +1,164 @@
+#include "profile/profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+/* Make room for one more element in a growable array. */
+static int reserve(void **v, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return RBP_OK;
+	size_t ncap = *cap ? *cap * 2 : 256;
+	void *nv = realloc(*v, ncap * elem);
+	if (!nv)
+		return RBP_ENOMEM;
+	*v = nv;
+	*cap = ncap;
+	return RBP_OK;
+}
+
+int rbp_profile_init(struct rbp_profile *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (reserve((void **)&p->nodes, &p->cap_nodes, 0, sizeof(*p->nodes)))
+		return RBP_ENOMEM;
+	p->nodes[0] = (struct rbp_pnode){ 0, 0, 0 };
+	p->n_nodes = 1;
+	p->meta.ruby_version = p->meta.cmdline = "";
+	return RBP_OK;
+}
+
+void rbp_profile_free(struct rbp_profile *p)
+{
+	rbp_strpool_free(&p->strings);
+	rbp_hmap_clear(&p->frame_index);
+	rbp_hmap_clear(&p->node_index);
+	free(p->frames);
+	free(p->frame_next);
+	free(p->nodes);
+	free(p->threads);
+	free(p->samples);
+	free(p->sample_flags);
+	memset(p, 0, sizeof(*p));
+}
+
+const char *rbp_profile_str(struct rbp_profile *p, const char *s)
+{
+	const char *r = rbp_strpool_intern0(&p->strings, s ? s : "");
+	return r ? r : "";
+}
+
+static uint64_t frame_hash(const char *label, const char *path, int32_t line, uint8_t kind)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const char *s = label; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	h = (h ^ 0xff) * 0x100000001b3ull;
+	for (const char *s = path; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return rbp_mix64(h, (uint64_t)(uint32_t)line << 8 | kind);
+}
+
+int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path,
+		      int32_t line, uint8_t kind, uint32_t *id)
+{
+	uint64_t h, head = 0;
+
+	label = label ? label : "";
+	path = path ? path : "";
+	h = frame_hash(label, path, line, kind);
+	if (rbp_hmap_get(&p->frame_index, h, &head)) {
+		for (uint32_t i = (uint32_t)head; i; i = p->frame_next[i - 1]) {
+			const struct rbp_pframe *f = &p->frames[i - 1];
+			if (f->line == line && f->kind == kind && !strcmp(f->label, label) &&
+			    !strcmp(f->path, path)) {
+				*id = i - 1;
+				return RBP_OK;
+			}
+		}
+	}
+	size_t cap = p->cap_frames;
+	if (reserve((void **)&p->frames, &p->cap_frames, p->n_frames, sizeof(*p->frames)))
+		return RBP_ENOMEM;
+	if (cap != p->cap_frames) {
+		uint32_t *nn = realloc(p->frame_next, p->cap_frames * sizeof(*nn));
+		if (!nn)
+			return RBP_ENOMEM;
+		p->frame_next = nn;
+	}
+	struct rbp_pframe *f = &p->frames[p->n_frames];
+	f->label = rbp_profile_str(p, label);
+	f->path = rbp_profile_str(p, path);
+	f->line = line;
+	f->kind = kind;
+	p->frame_next[p->n_frames] = (uint32_t)head;
+	*id = (uint32_t)p->n_frames++;
+	return rbp_hmap_put(&p->frame_index, h, *id + 1);
+}
+
+int rbp_profile_child(struct rbp_profile *p, uint32_t parent, uint32_t frame, uint32_t *node)
+{
+	uint64_t key = rbp_mix64((uint64_t)parent + 1, frame), v;
+
+	/* the mixed key could collide: confirm against the node itself */
+	if (rbp_hmap_get(&p->node_index, key, &v) && p->nodes[v - 1].parent == parent &&
+	    p->nodes[v - 1].frame == frame) {
+		*node = (uint32_t)v - 1;
+		return RBP_OK;
+	}
+	if (parent >= p->n_nodes ||
+	    reserve((void **)&p->nodes, &p->cap_nodes, p->n_nodes, sizeof(*p->nodes)))
+		return parent >= p->n_nodes ? RBP_EINVAL : RBP_ENOMEM;
+	p->nodes[p->n_nodes] = (struct rbp_pnode){ parent, frame, p->nodes[parent].depth + 1 };
+	*node = (uint32_t)p->n_nodes++;
+	return rbp_hmap_put(&p->node_index, key, *node + 1ull);
+}
+
+int rbp_profile_thread(struct rbp_profile *p, int32_t pid, int32_t tid, const char *name,
+		       uint32_t *idx)
+{
+	for (size_t i = 0; i < p->n_threads; i++) {
+		if (p->threads[i].pid == pid && p->threads[i].tid == tid) {
+			if (name && *name && strcmp(p->threads[i].name, name))
+				p->threads[i].name = rbp_profile_str(p, name);
+			*idx = (uint32_t)i;
+			return RBP_OK;
+		}
+	}
+	if (reserve((void **)&p->threads, &p->cap_threads, p->n_threads, sizeof(*p->threads)))
+		return RBP_ENOMEM;
+	p->threads[p->n_threads] = (struct rbp_pthread){ pid, tid, rbp_profile_str(p, name) };
+	*idx = (uint32_t)p->n_threads++;
+	return RBP_OK;
+}
+
+int rbp_profile_add(struct rbp_profile *p, uint64_t t_ns, uint32_t thread, uint32_t node,
+		    uint8_t flags)
+{
+	size_t cap = p->cap_samples;
+	if (reserve((void **)&p->samples, &p->cap_samples, p->n_samples, sizeof(*p->samples)))
+		return RBP_ENOMEM;
+	if (cap != p->cap_samples) {
+		uint8_t *nf = realloc(p->sample_flags, p->cap_samples);
+		if (!nf)
+			return RBP_ENOMEM;
+		p->sample_flags = nf;
+	}
+	p->samples[p->n_samples] = (struct rbp_sample){ t_ns, thread, node };
+	p->sample_flags[p->n_samples++] = flags;
+	return RBP_OK;
+}
+
+size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *out, size_t max)
+{
+	size_t depth = node < p->n_nodes ? p->nodes[node].depth : 0;
+
+	for (size_t i = depth; i > 0 && node; i--) {
+		if (i - 1 < max)
+			out[i - 1] = p->nodes[node].frame;
+		node = p->nodes[node].parent;
+	}
+	return depth;
+}

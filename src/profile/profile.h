@@ -1,0 +1,120 @@
+/*
+ * profile.h - a recorded profile in memory: interned frames, a prefix tree
+ * of stacks, threads, and every sample in time order.
+ *
+ * Workload: a recording adds up to a few thousand samples per second for
+ * hours, almost all of them repeating stacks already seen; writers then
+ * aggregate by stack (flame graphs, pprof), by function or line (summary,
+ * callgrind), or replay samples in time order (chrome timeline).  So:
+ *   - frames are interned once: (label, path, line, kind) -> frame id;
+ *   - stacks are nodes of a prefix tree keyed by (parent node, frame id),
+ *     outermost frame at the root, so a stack is one node id and adding a
+ *     sample of a known stack costs one hash lookup per frame and no
+ *     allocation;
+ *   - a sample is 16 bytes: time, thread, leaf node, flags.
+ * Node 0 is the empty stack (the root).  Strings are interned in the
+ * profile's own pool and compared by pointer.
+ *
+ * The same structure is rebuilt from a raw file (src/profile/raw.c), so
+ * `rbpeek report` writes exactly what recording straight to a format does.
+ */
+#ifndef RBP_PROFILE_PROFILE_H
+#define RBP_PROFILE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/hmap.h"
+#include "util/strpool.h"
+
+enum rbp_pframe_kind {
+	RBP_PFRAME_RUBY = 0,
+	RBP_PFRAME_CFUNC = 1,
+	RBP_PFRAME_THREAD = 2,   /* synthetic root for --threads: "thread 123 (name)" */
+	RBP_PFRAME_PROCESS = 3,  /* synthetic root for --subprocesses */
+};
+
+struct rbp_pframe {
+	const char *label;   /* "Foo#bar" */
+	const char *path;    /* absolute, "" unknown */
+	int32_t line;        /* line (or the function's first line with --function) */
+	uint8_t kind;        /* enum rbp_pframe_kind */
+};
+
+struct rbp_pnode {
+	uint32_t parent;     /* node id; the root (0) is its own parent */
+	uint32_t frame;      /* frame id; unused for the root */
+	uint32_t depth;      /* 0 for the root */
+};
+
+struct rbp_pthread {
+	int32_t pid;         /* process the thread belongs to */
+	int32_t tid;         /* OS thread id (0 unknown) */
+	const char *name;    /* interned; "" unknown */
+};
+
+#define RBP_SAMPLE_ONCPU 1   /* the thread was running on a CPU */
+#define RBP_SAMPLE_GVL 2     /* the thread held the GVL */
+
+struct rbp_sample {
+	uint64_t t_ns;       /* since the start of the recording */
+	uint32_t thread;     /* index into threads */
+	uint32_t node;       /* leaf node of the stack */
+};
+
+/* Statistics and metadata written into every format that has room for them. */
+struct rbp_profile_meta {
+	int32_t pid;                /* the recorded process (root of the tree) */
+	const char *ruby_version;   /* interned */
+	const char *cmdline;        /* interned, "" unknown */
+	uint64_t start_unix_ns;     /* wall clock at start */
+	uint64_t duration_ns;
+	uint32_t rate_hz;
+	uint64_t ticks;             /* sampling deadlines reached */
+	uint64_t late;              /* ticks that started late */
+	uint64_t errors;            /* ticks whose read failed */
+	uint8_t by_function;        /* lines are functions' first lines */
+};
+
+struct rbp_profile {
+	struct rbp_strpool strings;
+	struct rbp_pframe *frames;
+	size_t n_frames, cap_frames;
+	struct rbp_hmap frame_index;     /* hash of frame -> frame id + 1 (chained) */
+	uint32_t *frame_next;            /* collision chains: frame id + 1, 0 ends */
+	struct rbp_pnode *nodes;
+	size_t n_nodes, cap_nodes;
+	struct rbp_hmap node_index;      /* mix(parent, frame) -> node id + 1 */
+	struct rbp_pthread *threads;
+	size_t n_threads, cap_threads;
+	struct rbp_sample *samples;
+	uint8_t *sample_flags;           /* parallel to samples */
+	size_t n_samples, cap_samples;
+	struct rbp_profile_meta meta;
+};
+
+/* Set up an empty profile (one root node); RBP_ENOMEM. */
+int rbp_profile_init(struct rbp_profile *p);
+void rbp_profile_free(struct rbp_profile *p);
+
+/* Intern a string into the profile's pool ("" for NULL). */
+const char *rbp_profile_str(struct rbp_profile *p, const char *s);
+/* Frame id of (label, path, line, kind); strings need not be interned. */
+int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path,
+		      int32_t line, uint8_t kind, uint32_t *id);
+/* Child of node parent for frame; created when new. */
+int rbp_profile_child(struct rbp_profile *p, uint32_t parent, uint32_t frame, uint32_t *node);
+/* Thread index of (pid, tid), created when new; name updated when given. */
+int rbp_profile_thread(struct rbp_profile *p, int32_t pid, int32_t tid, const char *name,
+		       uint32_t *idx);
+/* Append a sample. */
+int rbp_profile_add(struct rbp_profile *p, uint64_t t_ns, uint32_t thread, uint32_t node,
+		    uint8_t flags);
+
+/*
+ * The frames of node's stack, outermost first, into out[] (at most max);
+ * returns the depth (which may exceed max: then only max were written).
+ */
+size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *out, size_t max);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * sampler.c - the sampling loop (see sampler.h for the scheduling rules).
+ *
+ * Hot path per tick: [task states when --on-cpu] -> pause -> read all
+ * stacks -> resume -> for each thread, map its frames to profile frame ids
+ * through a cache keyed by the walker's interned string pointers (no string
+ * hashing for frames seen before) and descend the stack tree.
+ */
+#include "profile/sampler.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/err.h"
+#include "util/hmap.h"
+
+struct loop {
+	struct rbp_target *t;
+	struct rbp_vm *vm;
+	const struct rbp_sampler_opts *o;
+	struct rbp_profile *p;
+	struct rbp_stacks stacks;
+	struct rbp_hmap frame_ids;   /* mix(label*, path*, line, kind) -> frame id + 1 */
+	struct rbp_hmap tid_names;   /* tid -> interned OS thread name (profile pool) */
+	struct rbp_hmap states;      /* tid -> state char, this tick (--on-cpu) */
+};
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* 0 when the process is gone or a zombie. */
+static int target_alive(pid_t pid)
+{
+	struct rbp_task_info ti;
+	if (rbp_task_info(pid, pid, &ti))
+		return 0;
+	return ti.state != 'Z' && ti.state != 'X';
+}
+
+/* Profile frame id for a walker frame, through the pointer-keyed cache. */
+static int frame_id(struct loop *l, const struct rbp_frame *f, uint32_t *id)
+{
+	int by_fn = l->o->by_function;
+	int32_t line = by_fn ? (f->kind == RBP_FRAME_CFUNC ? 0 : f->first_line) : f->line;
+	const char *path = by_fn && f->kind == RBP_FRAME_CFUNC ? "" : f->path;
+	uint64_t key = rbp_mix64(rbp_mix64((uintptr_t)f->label, (uintptr_t)path),
+				 (uint64_t)(uint32_t)line << 2 | f->kind), v;
+	int err;
+
+	if (rbp_hmap_get(&l->frame_ids, key, &v)) {
+		*id = (uint32_t)v - 1;
+		return RBP_OK;
+	}
+	if ((err = rbp_profile_frame(l->p, f->label, path, line,
+				     f->kind == RBP_FRAME_CFUNC ? RBP_PFRAME_CFUNC : RBP_PFRAME_RUBY, id)))
+		return err;
+	return rbp_hmap_put(&l->frame_ids, key, *id + 1ull);
+}
+
+/* Thread#name, else "main" for the main thread, else the OS name (cached). */
+static const char *thread_name(struct loop *l, const struct rbp_thread *th)
+{
+	uint64_t v;
+	struct rbp_task_info ti;
+
+	if (th->name)
+		return th->name;
+	if (th->is_main)
+		return "main";
+	if (!th->tid)
+		return "";
+	if (rbp_hmap_get(&l->tid_names, (uint64_t)th->tid, &v))
+		return (const char *)(uintptr_t)v;
+	const char *name = rbp_profile_str(l->p, l->t->is_core ||
+					   rbp_task_info(l->t->pid, th->tid, &ti) ? "" : ti.comm);
+	rbp_hmap_put(&l->tid_names, (uint64_t)th->tid, (uint64_t)(uintptr_t)name);
+	return name;
+}
+
+static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns, uint8_t flags)
+{
+	const struct rbp_frame *frames = l->stacks.frames + th->first_frame;
+	const char *name = thread_name(l, th);
+	uint32_t node = 0, id, idx;
+	int err;
+
+	if (l->o->threads_as_roots) {
+		char label[128];
+		snprintf(label, sizeof(label), "thread %d%s%s%s", (int)th->tid, *name ? " (" : "",
+			 name, *name ? ")" : "");
+		if ((err = rbp_profile_frame(l->p, label, "", 0, RBP_PFRAME_THREAD, &id)) ||
+		    (err = rbp_profile_child(l->p, node, id, &node)))
+			return err;
+	}
+	for (size_t i = th->n_frames; i-- > 0;) {
+		if ((err = frame_id(l, &frames[i], &id)) ||
+		    (err = rbp_profile_child(l->p, node, id, &node)))
+			return err;
+	}
+	if ((err = rbp_profile_thread(l->p, (int32_t)l->t->pid, th->tid, name, &idx)))
+		return err;
+	return rbp_profile_add(l->p, t_ns, idx, node, flags);
+}
+
+/* Scheduler state of every task, read before pausing (paused ones show 't'). */
+static void read_states(struct loop *l)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+	struct rbp_task_info ti;
+
+	rbp_hmap_clear(&l->states);
+	if (rbp_task_list(l->t->pid, &tids, &n))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (!rbp_task_info(l->t->pid, tids[i], &ti))
+			rbp_hmap_put(&l->states, (uint64_t)tids[i], (uint64_t)(unsigned char)ti.state);
+	free(tids);
+}
+
+/* One tick: read every stack (paused unless nonblocking) and add samples. */
+static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
+{
+	int err;
+
+	if (l->o->on_cpu)
+		read_states(l);
+	err = rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
+	if (err)
+		return err;
+	for (size_t i = 0; i < l->stacks.n_threads; i++) {
+		const struct rbp_thread *th = &l->stacks.threads[i];
+		uint64_t state = 0;
+		uint8_t flags = th->has_gvl ? RBP_SAMPLE_GVL : 0;
+		if (th->err || !th->n_frames)
+			continue;
+		if (l->o->on_cpu) {
+			if (!rbp_hmap_get(&l->states, (uint64_t)th->tid, &state) || state != 'R')
+				continue;
+			flags |= RBP_SAMPLE_ONCPU;
+		}
+		if (l->o->gvl_only && !th->has_gvl)
+			continue;
+		if ((err = add_thread(l, th, t_ns, flags)))
+			return err;
+		st->samples++;
+	}
+	return RBP_OK;
+}
+
+/* Why the loop should end before the next tick, or RBP_STOP_NONE. */
+static enum rbp_stop_reason check_stop(struct loop *l, uint64_t elapsed)
+{
+	const struct rbp_sampler_opts *o = l->o;
+
+	if (o->should_stop && o->should_stop(o->ctx))
+		return RBP_STOP_REQUESTED;
+	if (o->duration_ns && elapsed >= o->duration_ns)
+		return RBP_STOP_DURATION;
+	if (o->child_exited && o->child_exited(o->ctx))
+		return RBP_STOP_EXITED;
+	return RBP_STOP_NONE;
+}
+
+/* Sleep until the absolute deadline; returns early when a signal arrives. */
+static void sleep_until(uint64_t deadline)
+{
+	struct timespec ts = { (time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull) };
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+static void account_tick_cost(struct rbp_sampler_status *st, uint64_t cost)
+{
+	if (!st->tick_ns_min || cost < st->tick_ns_min)
+		st->tick_ns_min = cost;
+	if (cost > st->tick_ns_max)
+		st->tick_ns_max = cost;
+	st->tick_ns_sum += cost;
+}
+
+int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sampler_opts *o,
+		    struct rbp_profile *p, struct rbp_sampler_status *st)
+{
+	struct loop l = { .t = t, .vm = vm, .o = o, .p = p };
+	uint64_t period = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
+	uint64_t start = now_ns(CLOCK_MONOTONIC), deadline = start, next_progress;
+	int err = RBP_OK;
+
+	memset(st, 0, sizeof(*st));
+	next_progress = start + (o->progress_ns ? o->progress_ns : 1000000000ull);
+	p->meta.pid = (int32_t)t->pid;
+	p->meta.rate_hz = o->rate_hz;
+	p->meta.by_function = o->by_function;
+	p->meta.start_unix_ns = now_ns(CLOCK_REALTIME);
+	while (!(st->stop = check_stop(&l, now_ns(CLOCK_MONOTONIC) - start))) {
+		sleep_until(deadline);
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		if (now < deadline)
+			continue;   /* woken by a signal: re-check for a stop */
+		uint64_t lateness = now - deadline;
+		if (lateness > period / 2)
+			st->late++;
+		if (lateness >= period) {
+			uint64_t skipped = lateness / period;
+			st->late += skipped;
+			st->ticks += skipped;
+			deadline += skipped * period;
+		}
+		st->ticks++;
+		err = tick(&l, now - start, st);
+		account_tick_cost(st, now_ns(CLOCK_MONOTONIC) - now);
+		if (err == RBP_ENOMEM)
+			break;
+		if (err) {
+			st->errors++;
+			st->last_err = err;
+			if (!target_alive(t->pid)) {
+				st->stop = RBP_STOP_EXITED;
+				err = RBP_OK;
+				break;
+			}
+			if (st->ticks >= 20 && st->errors * 2 > st->ticks) {
+				st->stop = RBP_STOP_FAILING;
+				err = RBP_OK;
+				break;
+			}
+			err = RBP_OK;
+		}
+		deadline += period;
+		st->elapsed_ns = now_ns(CLOCK_MONOTONIC) - start;
+		if (o->progress && now >= next_progress) {
+			o->progress(o->ctx, st, p);
+			next_progress = now + (o->progress_ns ? o->progress_ns : 1000000000ull);
+		}
+	}
+	st->elapsed_ns = now_ns(CLOCK_MONOTONIC) - start;
+	p->meta.duration_ns = st->elapsed_ns;
+	p->meta.ticks = st->ticks;
+	p->meta.late = st->late;
+	p->meta.errors = st->errors;
+	rbp_stacks_free(&l.stacks);
+	rbp_hmap_clear(&l.frame_ids);
+	rbp_hmap_clear(&l.tid_names);
+	rbp_hmap_clear(&l.states);
+	return err;
+}

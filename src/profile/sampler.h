@@ -1,0 +1,69 @@
+/*
+ * sampler.h - the sampling loop: read every thread's stack at a fixed rate
+ * and add the samples to a profile.
+ *
+ * Ticks are scheduled on absolute deadlines (CLOCK_MONOTONIC), so the rate
+ * does not drift with the time each sample takes.  A tick that starts more
+ * than half a period after its deadline is "late"; deadlines missed by a
+ * whole period are skipped (and counted late) rather than sampled in a
+ * burst.  A tick whose read fails counts as an error; the loop gives up only
+ * when most ticks fail.  The loop never prints: it reports through the
+ * progress callback and the final status.
+ */
+#ifndef RBP_PROFILE_SAMPLER_H
+#define RBP_PROFILE_SAMPLER_H
+
+#include <stdint.h>
+
+#include "profile/profile.h"
+#include "proc/target.h"
+#include "ruby/vm.h"
+
+enum rbp_stop_reason {
+	RBP_STOP_NONE = 0,
+	RBP_STOP_REQUESTED,   /* should_stop() said so (Ctrl-C, SIGTERM) */
+	RBP_STOP_DURATION,    /* the duration elapsed */
+	RBP_STOP_EXITED,      /* the target process exited */
+	RBP_STOP_FAILING,     /* most ticks failed: see last_err */
+};
+
+struct rbp_sampler_status {
+	uint64_t elapsed_ns;
+	uint64_t ticks;       /* deadlines reached */
+	uint64_t samples;     /* stacks added to the profile */
+	uint64_t late;        /* ticks started late (or skipped) */
+	uint64_t errors;      /* ticks whose read failed */
+	int last_err;         /* the last read error, RBP_OK if none */
+	enum rbp_stop_reason stop;
+	/* per-tick cost of reading (pause + walk + resume), nanoseconds of wall time */
+	uint64_t tick_ns_min, tick_ns_max, tick_ns_sum;
+};
+
+struct rbp_sampler_opts {
+	uint32_t rate_hz;         /* ticks per second */
+	uint64_t duration_ns;     /* 0: until stopped or the target exits */
+	uint8_t on_cpu;           /* keep only threads running on a CPU */
+	uint8_t gvl_only;         /* keep only the thread holding the GVL */
+	uint8_t threads_as_roots; /* put a "thread TID (name)" frame at each stack's root */
+	uint8_t by_function;      /* lines become the function's first line */
+	uint8_t nonblocking;      /* never pause the target */
+	/* Polled between ticks: nonzero stops the loop.  May be NULL. */
+	int (*should_stop)(void *ctx);
+	/* Called about every progress_ns with the status so far.  May be NULL. */
+	void (*progress)(void *ctx, const struct rbp_sampler_status *st,
+			 const struct rbp_profile *p);
+	uint64_t progress_ns;
+	/* For spawned children: nonzero once the child has exited (reaped).  May be NULL. */
+	int (*child_exited)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Sample until stopped.  Returns RBP_OK in every case where the profile is
+ * worth writing (st->stop says why it ended), or an error for failures of
+ * rbpeek itself (RBP_ENOMEM).  p->meta gets rate, duration and counts.
+ */
+int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sampler_opts *o,
+		    struct rbp_profile *p, struct rbp_sampler_status *st);
+
+#endif
