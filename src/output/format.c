@@ -10,6 +10,8 @@
 const struct rbp_format rbp_formats[] = {
 	{ "collapsed", "txt", "folded stacks 'a;b;c count' (FlameGraph, inferno, speedscope)",
 	  rbp_write_collapsed },
+	{ "summary", "txt", "table of functions: % self, % total, file:line", rbp_write_summary },
+	{ "summary-by-line", "txt", "the same table per line", rbp_write_summary_by_line },
 	{ "raw", "raw.gz", "rbpeek's own raw profile (convert later with 'rbpeek report')",
 	  rbp_write_raw },
 	{ NULL, NULL, NULL, NULL },

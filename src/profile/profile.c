@@ -62,7 +62,7 @@ static uint64_t frame_hash(const char *label, const char *path, int32_t line, ui
 }
 
 int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path,
-		      int32_t line, uint8_t kind, uint32_t *id)
+		      int32_t line, int32_t first_line, uint8_t kind, uint32_t *id)
 {
 	uint64_t h, head = 0;
 
@@ -92,6 +92,7 @@ int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path
 	f->label = rbp_profile_str(p, label);
 	f->path = rbp_profile_str(p, path);
 	f->line = line;
+	f->first_line = first_line;
 	f->kind = kind;
 	p->frame_next[p->n_frames] = (uint32_t)head;
 	*id = (uint32_t)p->n_frames++;

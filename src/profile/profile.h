@@ -38,6 +38,7 @@ struct rbp_pframe {
 	const char *label;   /* "Foo#bar" */
 	const char *path;    /* absolute, "" unknown */
 	int32_t line;        /* line (or the function's first line with --function) */
+	int32_t first_line;  /* first line of the function, 0 unknown (not part of identity) */
 	uint8_t kind;        /* enum rbp_pframe_kind */
 };
 
@@ -99,9 +100,12 @@ void rbp_profile_free(struct rbp_profile *p);
 
 /* Intern a string into the profile's pool ("" for NULL). */
 const char *rbp_profile_str(struct rbp_profile *p, const char *s);
-/* Frame id of (label, path, line, kind); strings need not be interned. */
+/*
+ * Frame id of (label, path, line, kind); strings need not be interned.
+ * first_line is recorded when the frame is created.
+ */
 int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path,
-		      int32_t line, uint8_t kind, uint32_t *id);
+		      int32_t line, int32_t first_line, uint8_t kind, uint32_t *id);
 /* Child of node parent for frame; created when new. */
 int rbp_profile_child(struct rbp_profile *p, uint32_t parent, uint32_t frame, uint32_t *node);
 /* Thread index of (pid, tid), created when new; name updated when given. */

@@ -113,6 +113,7 @@ int rbp_raw_write(const struct rbp_profile *p, FILE *out)
 		rbp_gz_varint(&g, ids[2 * i]);
 		rbp_gz_varint(&g, ids[2 * i + 1]);
 		rbp_gz_varint(&g, zigzag(p->frames[i].line));
+		rbp_gz_varint(&g, zigzag(p->frames[i].first_line));
 		rbp_gz_varint(&g, p->frames[i].kind);
 	}
 	rbp_gz_varint(&g, p->n_nodes - 1);
@@ -263,15 +264,18 @@ static void read_frames(struct rd *r, struct rbp_profile *p)
 	for (uint64_t i = 0; i < n && !r->err; i++) {
 		const char *label = str_ref(r), *path = str_ref(r);
 		int64_t line = unzigzag(get_varint(r));
+		int64_t first = unzigzag(get_varint(r));
 		uint64_t kind = get_varint(r);
 		uint32_t id;
 		if (r->err)
 			return;
-		if (kind > RBP_PFRAME_PROCESS || line < INT32_MIN || line > INT32_MAX) {
+		if (kind > RBP_PFRAME_PROCESS || line < INT32_MIN || line > INT32_MAX ||
+		    first < INT32_MIN || first > INT32_MAX) {
 			r->err = RBP_EBADRAW;
 			return;
 		}
-		if ((r->err = rbp_profile_frame(p, label, path, (int32_t)line, (uint8_t)kind, &id)))
+		if ((r->err = rbp_profile_frame(p, label, path, (int32_t)line, (int32_t)first,
+					     (uint8_t)kind, &id)))
 			return;
 		if (id != i)
 			r->err = RBP_EBADRAW;   /* duplicate frame */

@@ -58,7 +58,7 @@ static int frame_id(struct loop *l, const struct rbp_frame *f, uint32_t *id)
 		*id = (uint32_t)v - 1;
 		return RBP_OK;
 	}
-	if ((err = rbp_profile_frame(l->p, f->label, path, line,
+	if ((err = rbp_profile_frame(l->p, f->label, path, line, f->first_line,
 				     f->kind == RBP_FRAME_CFUNC ? RBP_PFRAME_CFUNC : RBP_PFRAME_RUBY, id)))
 		return err;
 	return rbp_hmap_put(&l->frame_ids, key, *id + 1ull);
@@ -95,7 +95,7 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		char label[128];
 		snprintf(label, sizeof(label), "thread %d%s%s%s", (int)th->tid, *name ? " (" : "",
 			 name, *name ? ")" : "");
-		if ((err = rbp_profile_frame(l->p, label, "", 0, RBP_PFRAME_THREAD, &id)) ||
+		if ((err = rbp_profile_frame(l->p, label, "", 0, 0, RBP_PFRAME_THREAD, &id)) ||
 		    (err = rbp_profile_child(l->p, node, id, &node)))
 			return err;
 	}

@@ -1,0 +1,143 @@
+/*
+ * summary.c - "% self  % total  function  file:line" tables.
+ *
+ * summary: one row per function (label + file), at its first line.
+ * summary-by-line: one row per (function, line).
+ * % self counts samples whose innermost frame is the row; % total counts
+ * samples with the row anywhere in the stack, once per sample even under
+ * recursion.  Rows are sorted by self, then total, then name, then place.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/output.h"
+#include "util/err.h"
+
+struct row {
+	const char *label, *path;
+	int32_t line;
+	uint64_t self, total;
+	uint32_t stamp;   /* last node counted into total, for recursion */
+};
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c;
+
+	if (x->self != y->self)
+		return x->self < y->self ? 1 : -1;
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	if ((c = strcmp(x->label, y->label)) || (c = strcmp(x->path, y->path)))
+		return c;
+	return (x->line > y->line) - (x->line < y->line);
+}
+
+/* Row index of every frame: per frame, or per (label, path) for functions. */
+static struct row *make_rows(const struct rbp_profile *p, int by_line, uint32_t *row_of,
+			     size_t *n_rows)
+{
+	struct rbp_hmap index = { 0 };
+	struct row *rows = calloc(p->n_frames + 1, sizeof(*rows));
+	size_t n = 0;
+
+	if (!rows)
+		return NULL;
+	for (size_t i = 0; i < p->n_frames; i++) {
+		const struct rbp_pframe *f = &p->frames[i];
+		uint64_t key = by_line ? i + 1 : rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), v;
+		if (!by_line && rbp_hmap_get(&index, key, &v)) {
+			row_of[i] = (uint32_t)v;
+			struct row *r = &rows[v];
+			if (!r->line || (f->first_line && f->first_line < r->line))
+				r->line = f->first_line;
+			continue;
+		}
+		rows[n] = (struct row){ f->label, f->path, by_line ? f->line : f->first_line, 0, 0, 0 };
+		if (!by_line && !rows[n].line)
+			rows[n].line = f->line;
+		row_of[i] = (uint32_t)n;
+		if (!by_line && rbp_hmap_put(&index, key, n)) {
+			free(rows);
+			rows = NULL;
+			break;
+		}
+		n++;
+	}
+	rbp_hmap_clear(&index);
+	*n_rows = n;
+	return rows;
+}
+
+static void count(const struct rbp_profile *p, const uint64_t *node_count, const uint32_t *row_of,
+		  struct row *rows)
+{
+	for (uint32_t node = 1; node < p->n_nodes; node++) {
+		uint64_t c = node_count[node];
+		if (!c)
+			continue;
+		rows[row_of[p->nodes[node].frame]].self += c;
+		for (uint32_t n = node; n; n = p->nodes[n].parent) {
+			struct row *r = &rows[row_of[p->nodes[n].frame]];
+			if (r->stamp != node) {
+				r->stamp = node;
+				r->total += c;
+			}
+		}
+	}
+}
+
+static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
+{
+	uint64_t *node_count = calloc(p->n_nodes, sizeof(*node_count));
+	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
+	struct row *rows = NULL;
+	size_t n = 0, width = 8;
+	int err = RBP_ENOMEM;
+
+	if (!node_count || !row_of || !(rows = make_rows(p, by_line, row_of, &n)))
+		goto done;
+	for (size_t i = 0; i < p->n_samples; i++)
+		node_count[p->samples[i].node]++;
+	count(p, node_count, row_of, rows);
+	qsort(rows, n, sizeof(*rows), cmp_row);
+	for (size_t i = 0; i < n; i++)
+		if (strlen(rows[i].label) > width)
+			width = strlen(rows[i].label);
+	if (width > 60)
+		width = 60;
+	double total = p->n_samples ? (double)p->n_samples : 1;
+	fprintf(out, "rbpeek %s: pid %d (ruby %s), %.1f s at %u Hz, %zu samples, %zu threads\n\n",
+		by_line ? "summary by line" : "summary", (int)p->meta.pid, p->meta.ruby_version,
+		(double)p->meta.duration_ns / 1e9, p->meta.rate_hz, p->n_samples, p->n_threads);
+	fprintf(out, " %% self  %% total  %-*s  file:line\n", (int)width, "function");
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+		if (!r->total)
+			continue;
+		fprintf(out, "%6.2f  %7.2f  %-*s  ", 100.0 * (double)r->self / total,
+			100.0 * (double)r->total / total, (int)width, r->label);
+		if (r->path[0])
+			fprintf(out, "%s:%d\n", r->path, (int)r->line);
+		else
+			fputs("-\n", out);
+	}
+	err = ferror(out) ? RBP_EIO : RBP_OK;
+done:
+	free(node_count);
+	free(row_of);
+	free(rows);
+	return err;
+}
+
+int rbp_write_summary(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
+{
+	return write_table(p, out, 0);
+}
+
+int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_output_opts *o,
+			      FILE *out)
+{
+	return write_table(p, out, 1);
+}
