@@ -26,6 +26,7 @@ struct cli_subject {
 	int pid;              /* target PID, or 0 */
 	const char *core;     /* core file path, or NULL */
 	const char *version;  /* Ruby version when known */
+	const char *forced;   /* --force-version, when given */
 };
 
 /*

@@ -434,6 +434,7 @@ int cmd_record(int argc, char **argv)
 	vo.force_version = o.force_version;
 	if ((err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm))) {
 		subj.version = vo.found_version;
+		subj.forced = o.force_version;
 		if (err == RBP_ENOPROC && o.cmd) {
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;

@@ -220,6 +220,7 @@ int cmd_snapshot(int argc, char **argv)
 		vo.force_version = o.force_version;
 		err = rbp_vm_attach(t, &vo, &vm);
 		subj.version = vo.found_version;
+		subj.forced = o.force_version;
 	}
 	if (!err) {
 		if (!t->is_core)

@@ -45,12 +45,20 @@ int cli_fail(int err, const struct cli_subject *s)
 		fprintf(stderr, "rbpeek: error: %s is not a Ruby process "
 			"(no libruby or ruby binary with a ruby_version symbol is mapped)\n", who);
 		return EXIT_NOTRUBY;
-	case RBP_EVERSION:
-		fprintf(stderr, "rbpeek: error: %s: Ruby %s is not supported\n"
-			"hint: supported versions: %s; for a newer patch or minor release try "
-			"--force-version X.Y.Z with the closest supported version\n",
-			who, s->version ? s->version : "(unknown)", rbp_layout_supported());
+	case RBP_EVERSION: {
+		const char *v = s->forced ? s->forced : s->version && *s->version ? s->version : "?";
+		const char *near = rbp_layout_closest(v);
+		if (s->forced)
+			fprintf(stderr, "rbpeek: error: --force-version %s: rbpeek has no layout for "
+				"that version\n", v);
+		else
+			fprintf(stderr, "rbpeek: error: %s: Ruby %s is not supported\n", who, v);
+		fprintf(stderr, "hint: supported versions: %s", rbp_layout_supported());
+		if (near)
+			fprintf(stderr, "; the closest is %s: try --force-version %s", near, near);
+		fputc('\n', stderr);
 		return EXIT_VERSION;
+	}
 	case RBP_EBADCORE:
 	case RBP_EBADELF:
 		if (s->core) {

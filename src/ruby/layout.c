@@ -62,6 +62,25 @@ const struct rbp_layout *rbp_layout_find(const char *version)
 	return best_lower ? best_lower : lowest;
 }
 
+const char *rbp_layout_closest(const char *version)
+{
+	long major, minor, patch, best_d = -1;
+	const struct rbp_layout *best = NULL;
+
+	if (parse_version(version, &major, &minor, &patch) != 0)
+		return NULL;
+	for (const struct rbp_layout *l = rbp_layouts; l->version; l++) {
+		long d = labs((long)(l->major * 100 + l->minor) - (major * 100 + minor)) * 2;
+		if ((long)(l->major * 100 + l->minor) > major * 100 + minor)
+			d++;   /* prefer the older of two equally near versions */
+		if (best_d < 0 || d < best_d) {
+			best_d = d;
+			best = l;
+		}
+	}
+	return best ? (best->last ? best->last : best->version) : NULL;
+}
+
 const char *rbp_layout_supported(void)
 {
 	static char buf[512];

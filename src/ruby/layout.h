@@ -168,6 +168,11 @@ extern const struct rbp_layout rbp_layouts[];
  * patch (layouts rarely change within a minor).  NULL when X.Y is unknown.
  */
 const struct rbp_layout *rbp_layout_find(const char *version);
+/*
+ * The known version nearest to a version string ("3.5.0" -> "3.4.9"),
+ * by (major, minor) distance, preferring older; NULL when unparsable.
+ */
+const char *rbp_layout_closest(const char *version);
 /* Comma-separated list of supported X.Y versions, for error messages. */
 const char *rbp_layout_supported(void);
 
