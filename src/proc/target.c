@@ -1,0 +1,184 @@
+/*
+ * target.c - a live process as a target, and its threads.
+ * (Core files are opened in corefile.c; rbp_target_close serves both.)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proc/target.h"
+#include "util/err.h"
+
+/* Errno of a failed /proc access as an RBP code. */
+static int proc_errno(int e)
+{
+	if (e == ENOENT || e == ESRCH)
+		return RBP_ENOPROC;
+	if (e == EACCES || e == EPERM)
+		return RBP_EPERM;
+	return e == ENOMEM ? RBP_ENOMEM : RBP_EIO;
+}
+
+/* *out owned by the caller (rbp_target_close). */
+int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
+{
+	struct rbp_target *t;
+	char path[32];
+	struct stat st;
+	int err;
+
+	*out = NULL;
+	if (pid <= 0)
+		return RBP_EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st))
+		return proc_errno(errno);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return RBP_ENOMEM;
+	t->pid = pid;
+	snprintf(t->root, sizeof(t->root), "/proc/%d/root", (int)pid);
+	err = rbp_maps_read_pid(pid, &t->maps);
+	if (!err)
+		err = rbp_reader_open_pid(pid, &t->mem);
+	if (err) {
+		rbp_target_close(t);
+		return err;
+	}
+	*out = t;
+	return RBP_OK;
+}
+
+/* Frees everything t owns, and t.  NULL-safe. */
+void rbp_target_close(struct rbp_target *t)
+{
+	if (!t)
+		return;
+	rbp_reader_close(t->mem);
+	rbp_maps_free(&t->maps);
+	free(t->core_tids);
+	free(t);
+}
+
+int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
+		    size_t n)
+{
+	int len = snprintf(buf, n, "%s%s", t->root, path);
+
+	if (len < 0 || (size_t)len >= n)
+		return RBP_EINVAL;
+	return RBP_OK;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Numeric entries of an open /proc/PID/task; *tids owned by the caller. */
+static int collect_tids(DIR *d, pid_t **tids, size_t *n)
+{
+	size_t cap = 16, cnt = 0;
+	pid_t *v = malloc(cap * sizeof(*v));
+	struct dirent *de;
+
+	if (!v)
+		return RBP_ENOMEM;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+
+		if (*end || tid <= 0 || end == de->d_name)
+			continue;
+		if (cnt == cap) {
+			pid_t *nv = realloc(v, cap * 2 * sizeof(*v));
+
+			if (!nv) {
+				free(v);
+				return RBP_ENOMEM;
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[cnt++] = (pid_t)tid;
+	}
+	qsort(v, cnt, sizeof(*v), cmp_pid);
+	*tids = v;
+	*n = cnt;
+	return RBP_OK;
+}
+
+/* *tids is owned by the caller (free). */
+int rbp_task_list(pid_t pid, pid_t **tids, size_t *n)
+{
+	char path[48];
+	DIR *d;
+	int err;
+
+	*tids = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return proc_errno(errno);
+	err = collect_tids(d, tids, n);
+	closedir(d);
+	if (!err && *n == 0) {  /* a zombie lists no tasks */
+		free(*tids);
+		*tids = NULL;
+		return RBP_ENOPROC;
+	}
+	return err;
+}
+
+/* Read a small /proc file into buf (NUL-terminated); returns its length. */
+static int read_small(const char *path, char *buf, size_t size, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return proc_errno(errno);
+	do
+		n = read(fd, buf, size - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
+		return proc_errno(errno);
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return RBP_OK;
+}
+
+/* State from .../stat (after the last ')'), comm from .../comm. */
+int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out)
+{
+	char path[64], buf[512], *paren;
+	size_t len;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	err = read_small(path, buf, sizeof(buf), &len);
+	if (err)
+		return err;
+	paren = strrchr(buf, ')');
+	if (!paren || paren[1] != ' ' || !paren[2])
+		return RBP_EIO;
+	out->state = paren[2];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	err = read_small(path, buf, sizeof(out->comm), &len);
+	if (err)
+		return err;
+	if (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	memcpy(out->comm, buf, len + 1);
+	return RBP_OK;
+}

@@ -1,0 +1,306 @@
+/*
+ * test_pause.c - stopping every thread of a multi-threaded child with
+ * ptrace, resuming it, and the guarantee that matters most: a target is
+ * never left stopped, even when the process that paused it is SIGKILLed.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "proc/reader.h"
+#include "proc/target.h"
+#include "util/err.h"
+
+#define NSPIN 4
+
+static volatile unsigned long spins[NSPIN];
+
+static void *spin(void *arg)
+{
+	size_t i = (size_t)arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "sp (in) %zu)", i);
+	pthread_setname_np(pthread_self(), name);
+	for (;;)
+		spins[i]++;
+	return NULL;
+}
+
+static void *quick(void *arg)
+{
+	return arg;
+}
+
+/* Child body: NSPIN spinning threads, or (churn) endless short-lived ones. */
+static void child(int fd, int churn)
+{
+	pthread_t th;
+	char c = 0;
+
+	for (size_t i = 0; i < NSPIN; i++)
+		pthread_create(&th, NULL, spin, (void *)i);
+	for (size_t i = 0; i < NSPIN; i++)
+		while (spins[i] == 0)
+			;
+	if (write(fd, &c, 1) != 1)
+		_exit(1);
+	for (;;) {
+		if (!churn) {
+			pause();
+			continue;
+		}
+		if (pthread_create(&th, NULL, quick, NULL) == 0)
+			pthread_join(th, NULL);
+	}
+}
+
+static pid_t spawn(int churn)
+{
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(fds))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		child(fds[1], churn);
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) != 1)
+		pid = -1;
+	close(fds[0]);
+	return pid;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* How many threads of pid are in state st; *total gets the thread count. */
+static size_t count_state(pid_t pid, char st, size_t *total)
+{
+	pid_t *tids;
+	size_t n, hits = 0;
+
+	*total = 0;
+	if (rbp_task_list(pid, &tids, &n))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct rbp_task_info ti;
+
+		if (!rbp_task_info(pid, tids[i], &ti) && ti.state == st)
+			hits++;
+	}
+	free(tids);
+	*total = n;
+	return hits;
+}
+
+/* Counter of spinner i read from the child. */
+static unsigned long counter(struct rbp_reader *r, size_t i)
+{
+	unsigned long v = 0;
+
+	rbp_read(r, (uintptr_t)&spins[i], &v, sizeof(v));
+	return v;
+}
+
+/* 1 when spinner i makes progress within two seconds. */
+static int runs(struct rbp_reader *r, size_t i)
+{
+	unsigned long a = counter(r, i);
+
+	for (int n = 0; n < 400; n++) {
+		sleep_ms(5);
+		if (counter(r, i) != a)
+			return 1;
+	}
+	return 0;
+}
+
+static void reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static void test_tasks(pid_t pid)
+{
+	pid_t *tids;
+	size_t n, named = 0;
+
+	TEST("task list and info") {
+		CHECK_EQ_INT(rbp_task_list(pid, &tids, &n), RBP_OK);
+		CHECK_EQ_INT(n, NSPIN + 1);
+		CHECK_EQ_INT(tids[0], pid);
+		for (size_t i = 0; i < n; i++) {
+			struct rbp_task_info ti;
+
+			CHECK(i == 0 || tids[i] > tids[i - 1]);
+			CHECK_EQ_INT(rbp_task_info(pid, tids[i], &ti), RBP_OK);
+			CHECK(i == 0 || ti.state == 'R' || ti.state == 'S');
+			named += !strncmp(ti.comm, "sp (in) ", 8) && ti.comm[9] == ')';
+		}
+		CHECK_EQ_INT(named, NSPIN);
+		free(tids);
+		CHECK_EQ_INT(rbp_task_list(0x7ffffff0, &tids, &n), RBP_ENOPROC);
+	}
+}
+
+static void test_pause_resume(pid_t pid)
+{
+	struct rbp_pause *p = NULL, *p2 = NULL;
+	struct rbp_reader *r;
+	unsigned long a, b;
+	size_t total;
+
+	rbp_reader_open_pid(pid, &r);
+	TEST("pause stops every thread") {
+		CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+		CHECK_EQ_INT(rbp_pause_nthreads(p), NSPIN + 1);
+		CHECK_EQ_INT(count_state(pid, 't', &total), NSPIN + 1);
+		CHECK_EQ_INT(total, NSPIN + 1);
+		a = counter(r, 0);
+		sleep_ms(20);
+		b = counter(r, 0);
+		CHECK(a == b);
+	}
+	TEST("pausing twice: already traced") {
+		CHECK_EQ_INT(rbp_pause(pid, &p2), RBP_EPTRACE);
+		CHECK(p2 == NULL);
+		CHECK_EQ_INT(count_state(pid, 't', &total), NSPIN + 1);
+	}
+	TEST("resume lets every thread run") {
+		rbp_resume(p);
+		sleep_ms(20);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+		for (size_t i = 0; i < NSPIN; i++)
+			CHECK(runs(r, i));
+		rbp_resume(NULL);
+	}
+	TEST("pause/resume many times") {
+		for (int i = 0; i < 50; i++) {
+			CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+			CHECK_EQ_INT(rbp_pause_nthreads(p), NSPIN + 1);
+			rbp_resume(p);
+		}
+		sleep_ms(10);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+	}
+	rbp_reader_close(r);
+}
+
+/* A helper process pauses pid, reports, and is SIGKILLed while holding it. */
+static void test_tracer_killed(pid_t pid)
+{
+	struct rbp_reader *r;
+	int fds[2];
+	pid_t helper;
+	size_t total;
+	char c = 0;
+
+	rbp_reader_open_pid(pid, &r);
+	TEST("tracer SIGKILLed while paused: target runs on") {
+		CHECK(pipe(fds) == 0);
+		helper = fork();
+		if (helper == 0) {
+			struct rbp_pause *p;
+
+			c = rbp_pause(pid, &p) == RBP_OK ? 'y' : 'n';
+			if (write(fds[1], &c, 1) != 1)
+				_exit(1);
+			for (;;)
+				pause();
+		}
+		close(fds[1]);
+		CHECK(read(fds[0], &c, 1) == 1 && c == 'y');
+		close(fds[0]);
+		CHECK_EQ_INT(count_state(pid, 't', &total), NSPIN + 1);
+		reap(helper);
+		sleep_ms(50);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+		CHECK_EQ_INT(total, NSPIN + 1);
+		for (size_t i = 0; i < NSPIN; i++)
+			CHECK(runs(r, i));
+	}
+	rbp_reader_close(r);
+}
+
+static void test_churn(void)
+{
+	pid_t pid = spawn(1);
+	size_t total;
+
+	TEST("pause while threads come and go") {
+		CHECK(pid > 0);
+		for (int i = 0; i < 30; i++) {
+			struct rbp_pause *p;
+			size_t stopped;
+
+			CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+			stopped = count_state(pid, 't', &total);
+			CHECK(stopped == total && total >= NSPIN + 1);
+			CHECK_EQ_INT(rbp_pause_nthreads(p), total);
+			rbp_resume(p);
+			sleep_ms(2);
+		}
+		sleep_ms(20);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+	}
+	reap(pid);
+}
+
+static void test_stopped_target(pid_t pid)
+{
+	struct rbp_pause *p;
+	size_t total;
+	int i;
+
+	TEST("a SIGSTOPped target stays stopped") {
+		kill(pid, SIGSTOP);
+		for (i = 0; i < 100 && count_state(pid, 'T', &total) != total; i++)
+			sleep_ms(2);
+		CHECK_EQ_INT(count_state(pid, 'T', &total), NSPIN + 1);
+		CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+		rbp_resume(p);
+		sleep_ms(20);
+		CHECK_EQ_INT(count_state(pid, 'T', &total), NSPIN + 1);
+		kill(pid, SIGCONT);
+		sleep_ms(20);
+		CHECK_EQ_INT(count_state(pid, 'T', &total), 0);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+	}
+}
+
+int main(void)
+{
+	pid_t pid = spawn(0);
+	struct rbp_pause *p = NULL;
+
+	if (pid <= 0)
+		return 1;
+	test_tasks(pid);
+	test_pause_resume(pid);
+	test_tracer_killed(pid);
+	test_stopped_target(pid);
+	test_churn();
+	TEST("bad pids") {
+		CHECK_EQ_INT(rbp_pause(getpid(), &p), RBP_EINVAL);
+		reap(pid);
+		CHECK_EQ_INT(rbp_pause(pid, &p), RBP_ENOPROC);
+		CHECK(p == NULL);
+	}
+	return harness_report();
+}
