@@ -37,6 +37,11 @@ int cli_fail(int err, const struct cli_subject *subj);
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/*
+ * VM discovery methods allowed by $RBPEEK_DISCOVERY ("symbol", "code",
+ * "scan", comma-separated; a debugging aid), 0 for all.
+ */
+unsigned cli_discovery_env(void);
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
 

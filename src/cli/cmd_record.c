@@ -432,6 +432,7 @@ int cmd_record(int argc, char **argv)
 		return EXIT_USAGE;
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;
+	vo.discovery = cli_discovery_env();
 	if ((err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm))) {
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;

@@ -218,6 +218,7 @@ int cmd_snapshot(int argc, char **argv)
 	err = o.core ? rbp_target_open_core(o.core, o.sysroot, &t) : rbp_target_open_pid(o.pid, &t);
 	if (!err) {
 		vo.force_version = o.force_version;
+		vo.discovery = cli_discovery_env();
 		err = rbp_vm_attach(t, &vo, &vm);
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;

@@ -4,9 +4,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "ruby/layout.h"
+#include "ruby/vm.h"
 #include "util/err.h"
 
 static void subject(char *buf, size_t n, const struct cli_subject *s)
@@ -93,6 +95,22 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\ntry 'rbpeek %s%s--help'\n", cmd ? cmd : "", cmd ? " " : "");
 	return EXIT_USAGE;
+}
+
+unsigned cli_discovery_env(void)
+{
+	const char *e = getenv("RBPEEK_DISCOVERY");
+	unsigned m = 0;
+
+	if (!e)
+		return 0;
+	if (strstr(e, "symbol"))
+		m |= RBP_DISCOVER_SYMBOL;
+	if (strstr(e, "code"))
+		m |= RBP_DISCOVER_CODE;
+	if (strstr(e, "scan"))
+		m |= RBP_DISCOVER_SCAN;
+	return m;
 }
 
 int cli_parse_pid(const char *s)

@@ -6,7 +6,10 @@
  *
  * Methods, in order of preference:
  *   VM:      the exported symbol ruby_current_vm_ptr (2.5+) or
- *            ruby_current_vm (older).
+ *            ruby_current_vm (older); else the RIP-relative load at the
+ *            start of the exported ruby_vm_at_exit() (Debian's 3.3 and
+ *            3.4 export no VM symbol and strip .symtab); else a scan of
+ *            Ruby's writable segments for a word that validates as the VM.
  *   symbols: the symbol ruby_global_symbols / global_symbols when .symtab is
  *            present; else the RIP-relative load that the tiny exported
  *            function rb_sym_immortal_count() makes of global_symbols'
@@ -136,13 +139,112 @@ static int validate_vm(struct rbp_vm *vm, uint64_t addr)
 	return RBP_OK;
 }
 
+/*
+ * 1 when addr falls in the loaded image of the file Ruby lives in: its
+ * PT_LOAD segments, .bss included (which is mapped anonymously, so the
+ * mappings' paths do not tell).
+ */
+static int in_ruby_file(struct rbp_vm *vm, uint64_t addr)
+{
+	for (size_t i = 0; i < rbp_elf_phnum(vm->elf); i++) {
+		const struct rbp_elf_phdr *ph = rbp_elf_phdr(vm->elf, i);
+		uint64_t start = ph->vaddr + vm->info.ruby_bias;
+		if (ph->type == 1 /* PT_LOAD */ && addr >= start && addr - start < ph->memsz)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Accept a candidate VM address read from `slot`: the slot holds either
+ * the VM pointer itself, or (through the GOT, when the variable is
+ * exported) the address of the variable that holds it.
+ */
+static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
+{
+	uint64_t v;
+
+	if (rv_word(vm, slot, &v))
+		return RBP_ENOVM;
+	if (in_ruby_file(vm, v) && rv_word(vm, v, &v))
+		return RBP_ENOVM;
+	if (!v || validate_vm(vm, v))
+		return RBP_ENOVM;
+	vm->vm_addr = v;
+	vm->info.vm_addr = v;
+	vm->info.vm_method = method;
+	return RBP_OK;
+}
+
+/*
+ * ruby_vm_at_exit() (exported by every build) starts by loading the VM
+ * pointer: the first "mov disp32(%rip),%reg" (REX.W 8b, ModRM mod=00
+ * rm=101) in it names the variable, or its GOT slot.
+ */
+static int vm_from_code(struct rbp_vm *vm)
+{
+	uint64_t vaddr;
+	uint8_t code[96];
+	int32_t disp;
+
+	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL) ||
+	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
+		return RBP_ENOVM;
+	for (size_t i = 0; i + 7 <= sizeof(code); i++) {
+		if ((code[i] != 0x48 && code[i] != 0x4c) || code[i + 1] != 0x8b ||
+		    (code[i + 2] & 0xc7) != 0x05)
+			continue;
+		memcpy(&disp, code + i + 3, 4);
+		uint64_t slot = vaddr + i + 7 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
+		if (!try_vm_slot(vm, slot, "decoded ruby_vm_at_exit"))
+			return RBP_OK;
+	}
+	return RBP_ENOVM;
+}
+
+/*
+ * Last resort: every word of Ruby's writable segments that validates as a
+ * VM (vm -> main thread -> vm, a sane thread count).  Few words pass the
+ * first check, and the segments are small (~150 KB for libruby).
+ */
+static int vm_from_scan(struct rbp_vm *vm)
+{
+	for (size_t i = 0; i < rbp_elf_phnum(vm->elf); i++) {
+		const struct rbp_elf_phdr *ph = rbp_elf_phdr(vm->elf, i);
+		if (ph->type != 1 /* PT_LOAD */ || !(ph->flags & 2 /* PF_W */) ||
+		    ph->memsz > (8u << 20))
+			continue;
+		uint64_t start = (ph->vaddr + vm->info.ruby_bias) & ~(uint64_t)7;
+		size_t len = (size_t)ph->memsz & ~(size_t)7;
+		uint64_t *words = malloc(len);
+		if (!words)
+			return RBP_ENOMEM;
+		if (!rv_read(vm, start, words, len)) {
+			for (size_t w = 0; w < len / 8; w++) {
+				uint64_t v = words[w];
+				if (v < 0x10000 || v >= 0x800000000000ull || (v & 7) || in_ruby_file(vm, v))
+					continue;
+				if (!validate_vm(vm, v)) {
+					free(words);
+					vm->vm_addr = vm->info.vm_addr = v;
+					vm->info.vm_method = "scanned Ruby's data segment";
+					return RBP_OK;
+				}
+			}
+		}
+		free(words);
+	}
+	return RBP_ENOVM;
+}
+
 static int find_vm(struct rbp_vm *vm)
 {
 	static const char *const names[] = { "ruby_current_vm_ptr", "ruby_current_vm" };
 	uint64_t sym, addr;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
+		if (!(vm->discovery & RBP_DISCOVER_SYMBOL) ||
+		    ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
 			continue;
 		if (!addr)
 			return RBP_ENOVM;  /* not initialised yet, or already torn down */
@@ -153,7 +255,9 @@ static int find_vm(struct rbp_vm *vm)
 		vm->info.vm_method = names[i];
 		return RBP_OK;
 	}
-	return RBP_ENOVM;
+	if ((vm->discovery & RBP_DISCOVER_CODE) && !vm_from_code(vm))
+		return RBP_OK;
+	return vm->discovery & RBP_DISCOVER_SCAN ? vm_from_scan(vm) : RBP_ENOVM;
 }
 
 /* A plausible rb_symbols_t: a sane count and an ids Array sized to match. */
@@ -230,6 +334,8 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	if ((err = find_module(vm)) || (err = read_version(vm)))
 		return err;
 	vm->info.version = vm->version;
+	vm->discovery = opts && opts->discovery ? opts->discovery :
+			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;
 	want = opts && opts->force_version ? opts->force_version : vm->version;
 	if (!(vm->L = rbp_layout_find(want)))
 		return RBP_EVERSION;

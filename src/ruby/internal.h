@@ -46,6 +46,7 @@ struct rbp_vm {
 	struct rbp_elf *elf;            /* the file Ruby lives in */
 	char version[32];
 
+	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */
 	uint64_t vm_addr;               /* rb_vm_t */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
 

@@ -26,8 +26,14 @@
 
 struct rbp_vm;
 
+/* Ways of finding the VM, for rbp_vm_opts.discovery (0: all, in this order). */
+#define RBP_DISCOVER_SYMBOL 1   /* the exported ruby_current_vm_ptr */
+#define RBP_DISCOVER_CODE 2     /* decode the load in ruby_vm_at_exit() */
+#define RBP_DISCOVER_SCAN 4     /* scan Ruby's writable segments */
+
 struct rbp_vm_opts {
 	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says */
+	unsigned discovery;         /* RBP_DISCOVER_* allowed; 0 means all */
 	char found_version[32];     /* out: the version the binary reports, once read
 				     * (set even when attach fails with RBP_EVERSION) */
 };

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# setup-rubies.sh - Debian chroots with other Rubies, for the multi-version
+# end-to-end tests.  Cached under $RBPEEK_CHROOTS (default
+# /var/cache/rbpeek/chroots) so repeated runs reuse them; idempotent.
+#
+#   tools/setup-rubies.sh            make every chroot that is missing
+#   tools/setup-rubies.sh 2.7 3.4    only these
+#   tools/setup-rubies.sh --list     print "VERSION DIR" for chroots that are ready
+#
+# Versions: 2.7 (bullseye, ruby2.7), 3.3 (trixie, ruby3.3), 3.4 (sid plus
+# experimental, ruby3.4).  Each chroot is made with debootstrap
+# --variant=minbase (about 25 s) plus the Ruby package; a file READY marks
+# a complete one, so an interrupted run is redone, never half used.
+set -euo pipefail
+
+root=${RBPEEK_CHROOTS:-/var/cache/rbpeek/chroots}
+mirror=${RBPEEK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+all=(2.7 3.3 3.4)
+
+suite_of() { case $1 in 2.7) echo bullseye;; 3.3) echo trixie;; 3.4) echo sid;; *) return 1;; esac; }
+pkg_of() { echo "ruby$1"; }
+
+if [ "${1:-}" = --list ]; then
+	for v in "${all[@]}"; do
+		[ -f "$root/$v/READY" ] && echo "$v $root/$v"
+	done
+	exit 0
+fi
+
+[ "$(id -u)" = 0 ] || { echo "setup-rubies.sh: needs root (debootstrap, chroot)" >&2; exit 1; }
+command -v debootstrap >/dev/null || {
+	apt-get -o DPkg::Lock::Timeout=300 update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap
+}
+
+make_one() {
+	local v=$1 suite dir
+	suite=$(suite_of "$v") || { echo "setup-rubies.sh: unknown version $v" >&2; return 1; }
+	dir=$root/$v
+	[ -f "$dir/READY" ] && return 0
+	echo "setup-rubies.sh: making $suite chroot for ruby $v in $dir" >&2
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$root/$v.log" 2>&1
+	local apt=(chroot "$dir" apt-get -o Acquire::Check-Valid-Until=false -y -qq)
+	if [ "$v" = 3.4 ]; then
+		echo "deb $mirror experimental main" >"$dir/etc/apt/sources.list.d/experimental.list"
+		"${apt[@]}" update >>"$root/$v.log" 2>&1
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" -t experimental install "$(pkg_of "$v")" \
+			>>"$root/$v.log" 2>&1 ||
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "$(pkg_of "$v")" >>"$root/$v.log" 2>&1
+	else
+		"${apt[@]}" update >>"$root/$v.log" 2>&1
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "$(pkg_of "$v")" >>"$root/$v.log" 2>&1
+	fi
+	chroot "$dir" "ruby$v" -e 'print RUBY_VERSION' >"$dir/RUBY_VERSION"
+	touch "$dir/READY"
+	echo "setup-rubies.sh: ruby $(cat "$dir/RUBY_VERSION") ready in $dir" >&2
+}
+
+mkdir -p "$root"
+status=0
+for v in "${@:-${all[@]}}"; do
+	make_one "$v" || { echo "setup-rubies.sh: ruby $v failed, see $root/$v.log" >&2; status=1; }
+done
+exit $status
