@@ -46,8 +46,12 @@ static int try_module(struct rbp_vm *vm, const struct rbp_mapping *m)
 	struct rbp_elf *elf;
 	uint64_t vaddr, bias;
 
-	if (rbp_target_path(vm->t, m->path, path, sizeof(path)) ||
-	    rbp_elf_open(path, &elf))
+	/*
+	 * Through the target's root first (a container's own files); a process
+	 * merely chroot'ed in our mount namespace shows our paths in its maps.
+	 */
+	if ((rbp_target_path(vm->t, m->path, path, sizeof(path)) || rbp_elf_open(path, &elf)) &&
+	    (vm->t->is_core || rbp_elf_open(m->path, &elf)))
 		return RBP_ENOTRUBY;
 	if (rbp_elf_symbol(elf, "ruby_version", &vaddr, NULL) ||
 	    rbp_elf_load_bias(elf, m->start, m->offset, &bias)) {

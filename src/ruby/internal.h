@@ -59,6 +59,8 @@ struct rbp_vm {
 	struct rv_iseq *iseqs;
 	size_t n_iseqs, cap_iseqs;
 	uint64_t id_classpath;          /* ID of "__classpath__", 0 until seen */
+	int32_t pthread_tid_off;        /* offset of tid in the C library's struct pthread,
+					 * for Rubies that keep only pthread_t; 0 unknown */
 
 	/* scratch buffers reused across samples */
 	uint8_t *cfp_buf;

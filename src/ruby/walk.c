@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define MAX_STACK_COPY (64u << 20)   /* bytes of VM stack copied at most */
 #define MAX_EP_CHAIN 4096            /* environments walked to find a method */
@@ -231,10 +232,73 @@ static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
 		uint64_t nt = rv_u64(buf, L->thread_nt);
 		if (nt && !rv_read(vm, nt + L->nt_tid, &tid, 4))
 			out->tid = tid;
+	} else if (L->thread_id >= 0 && vm->pthread_tid_off) {
+		int32_t tid;
+		uint64_t pt = rv_u64(buf, L->thread_id);
+		uint64_t off = (uint64_t)(vm->pthread_tid_off > 0 ? vm->pthread_tid_off :
+					  -vm->pthread_tid_off);
+		if (pt && !rv_read(vm, pt + off, &tid, 4))
+			out->tid = tid;
 	}
 	if (out->tid < 0)
 		out->tid = 0;
 	return RBP_OK;
+}
+
+/* 1 when tid is a thread of the target. */
+static int is_task(struct rbp_vm *vm, int32_t tid)
+{
+	char path[64];
+
+	if (tid <= 0)
+		return 0;
+	if (vm->t->is_core) {
+		for (size_t i = 0; i < vm->t->n_core_tids; i++)
+			if (vm->t->core_tids[i] == tid)
+				return 1;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)vm->t->pid, (int)tid);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * Before 3.1 a Ruby thread records only its pthread_t, which in glibc and
+ * musl is the address of the C library's thread descriptor, whose layout
+ * varies with the C library.  Find the tid field instead of assuming it: the
+ * main thread's tid is the process id, and at the right offset every other
+ * thread's descriptor holds the id of one of the process's tasks.  Cached
+ * only once confirmed by a second thread.
+ */
+static void find_pthread_tid(struct rbp_vm *vm, const uint64_t *ths, size_t n)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t desc[2048];
+	uint64_t pt;
+
+	if (L->thread_tid >= 0 || L->thread_nt >= 0 || L->thread_id < 0 || vm->pthread_tid_off > 0 ||
+	    (vm->pthread_tid_off < 0 && n < 2) ||
+	    rv_word(vm, ths[0] + L->thread_id, &pt) || rv_read(vm, pt, desc, sizeof(desc)))
+		return;
+	for (size_t off = 16; off + 4 <= sizeof(desc); off += 4) {
+		if ((int32_t)rv_u32(desc, (int16_t)off) != (int32_t)vm->t->pid)
+			continue;
+		int ok = 1, others = 0;
+		for (size_t i = 1; i < n && ok; i++) {
+			uint64_t opt;
+			int32_t tid;
+			if (rv_word(vm, ths[i] + L->thread_id, &opt) || !opt)
+				continue;   /* not started yet */
+			ok = !rv_read(vm, opt + off, &tid, 4) && is_task(vm, tid);
+			others += ok;
+		}
+		if (ok) {
+			vm->pthread_tid_off = (int32_t)off;
+			if (!others)
+				vm->pthread_tid_off = -(int32_t)off;   /* use now, confirm later */
+			return;
+		}
+	}
 }
 
 /* Copy the used part of the VM stack that the frames' eps point into. */
@@ -405,6 +469,7 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 	out->n_threads = out->n_frames = 0;
 	if ((err = thread_list(vm, &ths, &n, &main_th, &gvl)))
 		goto done;
+	find_pthread_tid(vm, ths, n);
 	if ((err = grow((void **)&out->threads, &out->cap_threads, n, sizeof(*out->threads))))
 		goto done;
 	for (size_t i = 0; i < n; i++) {
