@@ -69,7 +69,10 @@ static int iseq_load(struct rbp_vm *vm, uint64_t iseq, struct rv_iseq *out)
 		return err;
 	memset(out, 0, sizeof(*out));
 	out->type = (uint8_t)rv_u32(body, L->body_type);
-	out->first_lineno = (int32_t)((int64_t)rv_u64(body, L->body_location_first_lineno) >> 1);
+	if (L->body_location_first_lineno_size == 4)
+		out->first_lineno = (int32_t)rv_u32(body, L->body_location_first_lineno);
+	else
+		out->first_lineno = (int32_t)((int64_t)rv_u64(body, L->body_location_first_lineno) >> 1);
 	out->iseq_encoded = rv_u64(body, L->body_iseq_encoded);
 	out->iseq_size = rv_u32(body, L->body_iseq_size);
 	out->insns_body = rv_u64(body, L->body_insns_info_body);

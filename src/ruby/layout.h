@@ -97,7 +97,8 @@ struct rbp_layout {
 	int16_t body_location_pathobj;     /* location.pathobj (String or [path, realpath]) */
 	int16_t body_location_base_label;  /* location.base_label (String) */
 	int16_t body_location_label;       /* location.label (String) */
-	int16_t body_location_first_lineno;/* location.first_lineno (VALUE Fixnum) */
+	int16_t body_location_first_lineno;/* location.first_lineno */
+	uint8_t body_location_first_lineno_size; /* 8: a Fixnum VALUE (< 3.2); 4: an int */
 	int16_t body_insns_info_body;      /* insns_info.body (struct iseq_insn_info_entry *) */
 	int16_t body_insns_info_positions; /* insns_info.positions (unsigned int *), may be NULL */
 	int16_t body_insns_info_size;      /* insns_info.size (unsigned int) */

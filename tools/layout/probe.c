@@ -244,6 +244,8 @@ int main(void)
 	OFF("body_location_base_label", struct rb_iseq_constant_body, location.base_label);
 	OFF("body_location_label", struct rb_iseq_constant_body, location.label);
 	OFF("body_location_first_lineno", struct rb_iseq_constant_body, location.first_lineno);
+	num("body_location_first_lineno_size",
+	    sizeof(((struct rb_iseq_constant_body *)0)->location.first_lineno));
 #if V(2, 6)
 	OFF("body_insns_info_body", struct rb_iseq_constant_body, insns_info.body);
 	OFF("body_insns_info_positions", struct rb_iseq_constant_body, insns_info.positions);
