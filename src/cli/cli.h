@@ -47,6 +47,7 @@ int cli_parse_pid(const char *s);
 
 int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
 struct rbp_profile;

@@ -12,6 +12,7 @@ static const char usage[] =
 	"See what a running Ruby program is doing, from outside: no gem, no restart.\n"
 	"\n"
 	"commands:\n"
+	"  inspect    show what rbpeek finds in a process and how (for bug reports)\n"
 	"  record     sample a process until Ctrl-C and write a flame graph (or another format)\n"
 	"  report     convert a raw profile file to any output format\n"
 	"  snapshot   print the Ruby stack of every thread of a process (--pid) or core file (--core)\n"
@@ -30,6 +31,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "inspect", cmd_inspect },
 	{ "record", cmd_record },
 	{ "report", cmd_report },
 	{ "snapshot", cmd_snapshot },

@@ -1,0 +1,93 @@
+/*
+ * cmd_inspect.c - `rbpeek inspect`: what rbpeek found in a process and how.
+ * This is what users paste into bug reports.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "proc/target.h"
+#include "ruby/vm.h"
+#include "util/err.h"
+
+static const char inspect_usage[] =
+	"usage: rbpeek inspect (--pid PID | --core FILE) [--force-version X.Y.Z]\n"
+	"\n"
+	"Print what rbpeek finds in a Ruby process and how: the Ruby version, the file\n"
+	"Ruby lives in, the VM and symbol table addresses and the discovery methods.\n";
+
+int cmd_inspect(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "core", required_argument, NULL, 'c' },
+		{ "force-version", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct cli_subject subj = { 0 };
+	struct rbp_vm_opts vo = { 0 };
+	struct rbp_target *t = NULL;
+	struct rbp_vm *vm = NULL;
+	struct rbp_stacks s = { 0 };
+	int c, err;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:c:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!(subj.pid = cli_parse_pid(optarg)))
+				return cli_usage_error("inspect", "invalid PID '%s'", optarg);
+			break;
+		case 'c': subj.core = optarg; break;
+		case 'F': vo.force_version = subj.forced = optarg; break;
+		case 'h': fputs(inspect_usage, stdout); return 0;
+		case ':':
+			return cli_usage_error("inspect", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("inspect", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc || !subj.pid == !subj.core)
+		return cli_usage_error("inspect", "give exactly one of --pid PID or --core FILE");
+	vo.discovery = cli_discovery_env();
+	err = subj.core ? rbp_target_open_core(subj.core, NULL, &t) : rbp_target_open_pid(subj.pid, &t);
+	if (!err) {
+		if (subj.core)
+			printf("target:          core file %s (pid %d)\n", subj.core, (int)t->pid);
+		else
+			printf("target:          process %d\n", subj.pid);
+		err = rbp_vm_attach(t, &vo, &vm);
+		subj.version = vo.found_version;
+		if (*vo.found_version)
+			printf("ruby version:    %s\n", vo.found_version);
+	}
+	if (err)
+		return cli_fail(err, &subj);
+	const struct rbp_vm_info *in = rbp_vm_info(vm);
+	printf("layout:          %s\n", in->layout_version);
+	printf("ruby lives in:   %s (load bias 0x%llx)\n", in->ruby_path,
+	       (unsigned long long)in->ruby_bias);
+	printf("vm:              0x%llx (found by %s)\n", (unsigned long long)in->vm_addr,
+	       in->vm_method);
+	printf("symbol table:    0x%llx (found by %s)\n", (unsigned long long)in->symbols_addr,
+	       in->symbols_method);
+	err = rbp_vm_read_stacks(vm, &s);
+	if (!err) {
+		printf("threads:         %zu\n", s.n_threads);
+		for (size_t i = 0; i < s.n_threads; i++)
+			printf("  thread 0x%llx: tid %d, %zu frames%s%s%s\n",
+			       (unsigned long long)s.threads[i].addr, (int)s.threads[i].tid,
+			       s.threads[i].n_frames, s.threads[i].is_main ? ", main" : "",
+			       s.threads[i].has_gvl ? ", holds GVL" : "",
+			       s.threads[i].err ? ", unreadable" : "");
+	} else {
+		printf("threads:         unreadable (%s)\n", rbp_strerror(err));
+	}
+	rbp_stacks_free(&s);
+	rbp_vm_free(vm);
+	rbp_target_close(t);
+	return 0;
+}
