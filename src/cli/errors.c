@@ -61,6 +61,13 @@ int cli_fail(int err, const struct cli_subject *s)
 		fputc('\n', stderr);
 		return EXIT_VERSION;
 	}
+	case RBP_ENOFILE:
+	case RBP_EIO:
+		if (s->core) {
+			fprintf(stderr, "rbpeek: error: %s: cannot open it\n", who);
+			return EXIT_CORE;
+		}
+		break;
 	case RBP_EBADCORE:
 	case RBP_EBADELF:
 		if (s->core) {

@@ -38,6 +38,10 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if (stat(path, &st))
 		return proc_errno(errno);
+	/* a zombie has exited: it has no memory left to read */
+	struct rbp_task_info ti;
+	if (!rbp_task_info(pid, pid, &ti) && (ti.state == 'Z' || ti.state == 'X'))
+		return RBP_ENOPROC;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return RBP_ENOMEM;
