@@ -64,8 +64,17 @@ example: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@examples/run
 
+# Benchmarks print tables; they are not tests (timing is noisy here).
+bench: $(BIN) $(BUILD)/bench_formats
+	@echo "== time to write each format (1,000,000 samples)"
+	@$(BUILD)/bench_formats
+	@bench/sampling.sh
+
+$(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 clean:
 	rm -rf build build-asan
 
-.PHONY: all build-tests deps test asan example clean
+.PHONY: all build-tests deps test asan example bench clean
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
