@@ -15,7 +15,7 @@
 #include <string.h>
 
 static int harness_passed, harness_failed, harness_cur_failed;
-static const char *harness_cur = "";
+static char harness_cur[256];   /* a copy: test names may be built in scoped buffers */
 
 static inline void harness_end(void)
 {
@@ -26,8 +26,14 @@ static inline void harness_end(void)
 	harness_cur_failed = 0;
 }
 
-#define TEST(name) for (int harness_once_ = (harness_end(), harness_cur = (name), 1); \
-			harness_once_; harness_once_ = 0)
+static inline int harness_begin(const char *name)
+{
+	harness_end();
+	snprintf(harness_cur, sizeof(harness_cur), "%s", name);
+	return 1;
+}
+
+#define TEST(name) for (int harness_once_ = harness_begin(name); harness_once_; harness_once_ = 0)
 
 #define CHECK(cond) do { if (!(cond)) { harness_cur_failed = 1; \
 	fprintf(stderr, "FAIL %s: %s:%d: %s\n", harness_cur, __FILE__, __LINE__, #cond); } } while (0)
@@ -44,7 +50,7 @@ static inline void harness_end(void)
 static inline int harness_report(void)
 {
 	harness_end();
-	harness_cur = "";
+	harness_cur[0] = 0;
 	printf("unit: %d passed, %d failed\n", harness_passed, harness_failed);
 	return harness_failed ? 1 : 0;
 }

@@ -251,7 +251,10 @@ static void expected_comm(pid_t pid, char out[16])
 		fclose(f);
 	}
 	base = strrchr(arg0, '/');
-	snprintf(out, 16, "%s", base ? base + 1 : arg0);
+	const char *name = base ? base + 1 : arg0;
+	size_t n = strnlen(name, 15);
+	memcpy(out, name, n);
+	out[n] = '\0';
 }
 
 static void check_core(const char *core, const unsigned char *buf,

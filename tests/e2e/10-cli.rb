@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+#
+# 10-cli.rb - options: --help, --version, usage errors (exit 2).
+require_relative "lib/e2e"
+include E2E
+
+# Exit 2 and a one-line "rbpeek: error: ..." (no command at all: usage text).
+USAGE_ERRORS = {
+  "no-command" => [],
+  "unknown-command" => %w[frobnicate],
+  "snapshot-no-target" => %w[snapshot],
+  "snapshot-pid-not-a-number" => %w[snapshot --pid abc],
+  "snapshot-pid-missing-value" => %w[snapshot --pid],
+  "snapshot-pid-and-core" => %w[snapshot --pid 1 --core /nonexistent],
+  "snapshot-unknown-option" => %w[snapshot --pid 1 --bogus],
+  "snapshot-extra-argument" => %w[snapshot --pid 1 extra],
+}.freeze
+
+names = %w[cli/help cli/snapshot-help cli/version] + USAGE_ERRORS.keys.map { |k| "cli/usage-#{k}" }
+exit 0 if skip_without_rbpeek(names)
+
+test("cli/help") do
+  r = rbpeek("--help")
+  out = r.stdout
+  if r.status != 0 then fail("cli/help", r.describe)
+  elsif !out.include?("snapshot") then fail("cli/help", "does not mention the snapshot command: #{out[0, 300].inspect}")
+  else ok("cli/help")
+  end
+end
+
+test("cli/snapshot-help") do
+  r = rbpeek("snapshot", "--help")
+  missing = %w[--pid --core --json --nonblocking].reject { |o| r.stdout.include?(o) }
+  if r.status != 0 then fail("cli/snapshot-help", r.describe)
+  elsif !missing.empty? then fail("cli/snapshot-help", "does not mention #{missing.join(', ')}")
+  else ok("cli/snapshot-help")
+  end
+end
+
+test("cli/version") do
+  r = rbpeek("--version")
+  if r.status != 0 then fail("cli/version", r.describe)
+  elsif r.stdout != "rbpeek 0.1.0\n" then fail("cli/version", "printed #{r.stdout.inspect}, expected \"rbpeek 0.1.0\\n\"")
+  else ok("cli/version")
+  end
+end
+
+USAGE_ERRORS.each do |key, args|
+  name = "cli/usage-#{key}"
+  test(name) do
+    r = rbpeek(*args)
+    if r.status != 2 then fail(name, "rbpeek #{args.join(' ')}: #{r.describe}, expected exit 2")
+    elsif !args.empty? && (p = error_format_problem(r)) then fail(name, "rbpeek #{args.join(' ')}: #{p}")
+    else ok(name)
+    end
+  end
+end
+finish

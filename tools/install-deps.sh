@@ -1,0 +1,54 @@
+#!/bin/sh
+# tools/install-deps.sh - install what building and testing rbpeek needs.
+#
+# Idempotent and quick when everything is present (make test and make example
+# run it every time): it asks dpkg which packages are missing and only then
+# runs apt-get update + install.  Debian 12 (bookworm) as root is the
+# reference; as another user it prints the command to run and fails.
+#
+#   build-essential   cc, make, libc headers
+#   zlib1g-dev        gzip output (pprof, raw files)
+#   ruby, ruby-dev    the Ruby that test targets and examples run on; ruby
+#                     also runs the end-to-end tests (json is built in)
+#   gdb               gcore, to make core files of test targets
+#   valgrind          instruction counts (callgrind) for benchmarks
+#   procps            ps/pgrep and /proc helpers
+#   util-linux        setpriv (permission tests run rbpeek as nobody)
+#   coreutils         timeout (every test runs under one)
+set -eu
+
+PACKAGES="build-essential zlib1g-dev ruby ruby-dev gdb valgrind procps util-linux coreutils"
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	# Not Debian-like: check the commands themselves and let the user install.
+	missing=""
+	for cmd in cc make ruby gcore timeout setpriv; do
+		command -v "$cmd" >/dev/null 2>&1 || missing="$missing $cmd"
+	done
+	if [ -n "$missing" ]; then
+		echo "install-deps: not a Debian system; please install:$missing (and zlib headers)" >&2
+		exit 1
+	fi
+	exit 0
+fi
+
+missing=""
+for pkg in $PACKAGES; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
+	case "$status" in
+	ii*) ;;
+	*) missing="$missing $pkg" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing packages:$missing" >&2
+	echo "install-deps: run as root:  apt-get update && apt-get install -y$missing" >&2
+	exit 1
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q </dev/null
+apt-get install -y -q --no-install-recommends $missing </dev/null
