@@ -3,7 +3,8 @@
 # targets: rbpeek's CPU time per tick at stack depths 10, 100 and 1,000 (one
 # thread; blocking and --nonblocking), and the highest rate sustained with
 # under 1 % late ticks.  CPU time comes from the kernel (rbpeek's utime +
-# stime); the machine may be noisy, so each figure is the best of 3 runs.
+# stime, as rbpeek reports it); the machine may be noisy, so each figure is
+# the best of 3 runs.
 set -u
 cd "$(dirname "$0")/.."
 RBPEEK=${RBPEEK:-build/rbpeek}
@@ -23,10 +24,9 @@ start_target() {   # depth threads -> prints pid
 record() {   # pid rate flags...
 	local pid=$1 rate=$2; shift 2
 	local out
-	out=$( { /usr/bin/env time -f "CPU %U %S" "$RBPEEK" record --pid "$pid" -r "$rate" -d "$SECS" \
-		-f raw -o /dev/null "$@" 2>&1; } 2>&1)
+	out=$("$RBPEEK" record --pid "$pid" -r "$rate" -d "$SECS" -f raw -o /dev/null "$@" 2>&1)
 	local cpu ticks late
-	cpu=$(echo "$out" | awk '/^CPU/ {print $2 + $3}')
+	cpu=$(echo "$out" | sed -n 's/.*own CPU \([0-9.]*\) s.*/\1/p')
 	ticks=$(echo "$out" | sed -n 's/.* in \([0-9]*\) ticks.*/\1/p')
 	late=$(echo "$out" | sed -n 's/.*late (\([0-9.]*\)%).*/\1/p')
 	echo "$cpu $ticks $late"

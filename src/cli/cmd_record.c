@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -362,6 +363,13 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 			(double)st->tick_ns_sum / 1e3 / (double)st->ticks,
 			(double)st->tick_ns_max / 1e3);
 	fputc('\n', stderr);
+	struct rusage ru;
+	if (!getrusage(RUSAGE_SELF, &ru) && st->ticks) {
+		double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core, %.1f us per tick)\n", cpu,
+			secs > 0 ? 100.0 * cpu / secs : 0, cpu * 1e6 / (double)st->ticks);
+	}
 	if (late_pct > 1.0)
 		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r\n");
 	if (st->stop == RBP_STOP_FAILING)

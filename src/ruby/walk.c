@@ -167,18 +167,29 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 	return rbp_strpool_intern0(&vm->pool, buf);
 }
 
+/*
+ * The label of a Ruby frame, cached by (iseq, the frame's own ep[-2]): both
+ * come from the copies already read, so a frame seen before costs no read.
+ * An iseq belongs to one method definition, and ep[-2] (the method entry
+ * for a method frame) tells apart the rare definitions that share an iseq
+ * (define_method with one body on several classes).
+ */
 static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 			      const struct rv_iseq *info, uint64_t ep)
 {
 	const struct rbp_layout *L = vm->L;
-	uint64_t key, cached;
+	uint64_t key, cached, own = 0;
 	const char *label;
 
 	if (info->type == L->iseq_type_top || info->type == L->iseq_type_main ||
 	    info->type == L->iseq_type_class || info->type == L->iseq_type_eval)
 		return info->label;
+	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &own))
+		own = 0;
+	key = rbp_mix64(iseq, own ^ 2);
+	if (rbp_hmap_get(&vm->me_labels, key, &cached))
+		return (const char *)(uintptr_t)cached;
 	uint64_t me = frame_me(vm, ep);
-	key = rbp_mix64(iseq, me ^ 2);
 	if (rbp_hmap_get(&vm->me_labels, key, &cached))
 		return (const char *)(uintptr_t)cached;
 	label = qualify(vm, info, me);
