@@ -1,0 +1,608 @@
+/*
+ * flamegraph.c - a self-contained interactive flame graph (one SVG file with
+ * its own <style> and <script>, no external resources), modelled on the
+ * behaviour of FlameGraph's flamegraph.pl: flame orientation (the root "all"
+ * at the bottom), click to zoom, Ctrl-F regex search with "Matched: N.NN%",
+ * tooltips, and the view kept in the URL (#x=FRAME&s=REGEX).
+ *
+ * Layout.  The profile's node tree already is the prefix tree of stacks
+ * (node 0 = the empty stack, outermost frame first), so aggregating by stack
+ * needs no hashing:
+ *   1. count each node's samples (samples whose leaf it is);
+ *   2. list every node's children (one counting pass over parent ids: CSR
+ *      arrays first[]/kids[]);
+ *   3. walk the tree breadth first with an explicit queue, then add each
+ *      node's count to its parent in reverse order: inclusive counts;
+ *   4. a node is drawn when its inclusive count is at least 1/1000 of all
+ *      samples (its subtree is then narrower still); the others are counted
+ *      for a footnote, which bounds the output of huge profiles;
+ *   5. sort each drawn node's drawn children by display name (then kind,
+ *      then node id), so the same profile gives the same bytes;
+ *   6. walk breadth first again over drawn nodes: a child's left edge is
+ *      its parent's left edge plus the widths of its earlier siblings (a
+ *      parent's own samples and its omitted children are the gap on the
+ *      right).  Widths and edges are in samples; pixels come at the end.
+ * Nothing recurses, so 10,000-deep stacks cost only their output, and all
+ * passes are linear except the sibling sorts.
+ *
+ * Each frame is one <g class="f" id="fN" data-x data-w data-d> (left edge
+ * and width in samples, depth) holding a <title> tooltip, a <rect> and a
+ * <text> label truncated with ".." to the rect's width; the script reads
+ * those attributes to zoom and search without any other copy of the data.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/output.h"
+#include "util/utf8.h"
+#include "util/err.h"
+
+#define FG_WIDTH 1200     /* image width, px */
+#define FG_PAD 10         /* left and right margins, px */
+#define FG_FRAME_H 16     /* one stack level, px */
+#define FG_TOP 64         /* title, subtitle, buttons */
+#define FG_BOTTOM 48      /* details line and footnote */
+#define FG_CHAR_W 7.2     /* 12px monospace advance, px */
+#define FG_MIN_PERMILLE 1 /* frames narrower than 1/1000 of the samples are omitted */
+#define FG_HIGHLIGHT "rgb(230,0,230)"
+
+/* A display name made safe for XML: valid UTF-8, no control characters. */
+struct fg_name {
+	char *s;
+	size_t chars;      /* code points */
+};
+
+struct fg {
+	const struct rbp_profile *p;
+	uint64_t total;          /* samples drawn under "all" */
+	uint64_t *incl;          /* per node: inclusive samples */
+	uint64_t *x;             /* per drawn node: left edge, in samples */
+	uint32_t *first;         /* children of n are kids[first[n] .. first[n + 1]) */
+	uint32_t *kids;
+	uint32_t *order;         /* breadth-first order (all nodes, then drawn ones) */
+	size_t n_order;
+	struct fg_name *names;   /* per frame, filled for frames of drawn nodes */
+	struct fg_name root;     /* "all" */
+	size_t omitted;          /* nodes with samples that are not drawn */
+	uint32_t max_depth;      /* deepest drawn node */
+};
+
+/* ---- text ----------------------------------------------------------------- */
+
+/*
+ * A copy of str that XML accepts (out->s, malloc'd): invalid UTF-8, control
+ * characters and the non-characters U+FFFE/U+FFFF become U+FFFD.
+ */
+static int fg_sanitize(const char *str, struct fg_name *out)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	char *d = malloc(3 * strlen(str) + 1), *start = d;
+	uint32_t cp;
+
+	if (!d)
+		return RBP_ENOMEM;
+	out->chars = 0;
+	while (*s) {
+		int n = rbp_utf8_decode(s, &cp);
+		if (n == 0 || cp < 0x20 || cp == 0xfffe || cp == 0xffff) {
+			memcpy(d, "\xef\xbf\xbd", 3);
+			d += 3;
+			s += n ? n : 1;
+		} else {
+			memcpy(d, s, (size_t)n);
+			d += n;
+			s += n;
+		}
+		out->chars++;
+	}
+	*d = 0;
+	out->s = start;
+	return RBP_OK;
+}
+
+/* Write s[0..len) with XML's five special characters escaped. */
+static void fg_xml(FILE *out, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		switch (s[i]) {
+		case '&': fputs("&amp;", out); break;
+		case '<': fputs("&lt;", out); break;
+		case '>': fputs("&gt;", out); break;
+		case '"': fputs("&quot;", out); break;
+		case '\'': fputs("&#39;", out); break;
+		default: putc(s[i], out);
+		}
+	}
+}
+
+/* The label of a name in width px: whole, cut to "abc..", or nothing. */
+static void fg_label(FILE *out, const struct fg_name *nm, double width)
+{
+	double room = (width - 6) / FG_CHAR_W;
+	size_t fit = room > 0 ? (size_t)room : 0, keep, bytes = 0;   /* whole characters */
+
+	if (nm->chars <= fit) {
+		fg_xml(out, nm->s, strlen(nm->s));
+		return;
+	}
+	if (fit < 3)
+		return;
+	keep = fit - 2;   /* code points; stop at the first byte of the next one */
+	for (size_t c = 0; nm->s[bytes]; bytes++) {
+		if (((unsigned char)nm->s[bytes] & 0xc0) == 0x80)
+			continue;
+		if (c++ == keep)
+			break;
+	}
+	fg_xml(out, nm->s, bytes);
+	fputs("..", out);
+}
+
+/* "1,234,567" */
+static const char *fg_count(uint64_t v, char buf[32])
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v), j = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[j++] = ',';
+		buf[j++] = tmp[i];
+	}
+	buf[j] = 0;
+	return buf;
+}
+
+/* ---- aggregation and layout ---------------------------------------------- */
+
+static int fg_drawn(const struct fg *g, uint32_t node)
+{
+	/* a frame id out of range (a corrupt profile) is never drawn */
+	return node == 0 || (g->incl[node] && g->incl[node] * 1000 >= g->total * FG_MIN_PERMILLE &&
+			     g->p->nodes[node].frame < g->p->n_frames);
+}
+
+/* Steps 1 and 2: self counts and the CSR child lists. */
+static int fg_tree(struct fg *g)
+{
+	const struct rbp_profile *p = g->p;
+	size_t n = p->n_nodes;
+
+	g->incl = calloc(n, sizeof(*g->incl));
+	g->x = calloc(n, sizeof(*g->x));
+	g->first = calloc(n + 1, sizeof(*g->first));
+	g->kids = malloc((n ? n : 1) * sizeof(*g->kids));
+	g->order = malloc((n ? n : 1) * sizeof(*g->order));
+	if (!g->incl || !g->x || !g->first || !g->kids || !g->order)
+		return RBP_ENOMEM;
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (p->samples[i].node < n)
+			g->incl[p->samples[i].node]++;
+	for (size_t i = 1; i < n; i++)
+		if (p->nodes[i].parent < n && p->nodes[i].parent != i)
+			g->first[p->nodes[i].parent + 1]++;
+	for (size_t i = 0; i < n; i++)
+		g->first[i + 1] += g->first[i];
+	for (size_t i = 1; i < n; i++) {
+		uint32_t par = p->nodes[i].parent;
+		if (par < n && par != i)
+			g->kids[g->first[par]++] = (uint32_t)i;
+	}
+	for (size_t i = n; i > 0; i--)   /* first[] was advanced to the ends: shift back */
+		g->first[i] = g->first[i - 1];
+	g->first[0] = 0;
+	return RBP_OK;
+}
+
+/* Breadth-first order from the root into g->order (only drawn nodes when asked). */
+static void fg_bfs(struct fg *g, int drawn_only)
+{
+	size_t head = 0, tail = 0;
+
+	if (!g->p->n_nodes)
+		return;
+	g->order[tail++] = 0;
+	while (head < tail) {
+		uint32_t n = g->order[head++];
+		for (uint32_t i = g->first[n]; i < g->first[n + 1]; i++)
+			if (!drawn_only || fg_drawn(g, g->kids[i]))
+				g->order[tail++] = g->kids[i];
+	}
+	g->n_order = tail;
+}
+
+/* Step 3: inclusive counts; counts the omitted nodes. */
+static void fg_inclusive(struct fg *g)
+{
+	fg_bfs(g, 0);
+	for (size_t i = g->n_order; i-- > 1;) {
+		uint32_t n = g->order[i];
+		g->incl[g->p->nodes[n].parent] += g->incl[n];
+	}
+	g->total = g->p->n_nodes ? g->incl[0] : 0;
+	for (size_t i = 1; i < g->n_order; i++)
+		g->omitted += g->incl[g->order[i]] && !fg_drawn(g, g->order[i]);
+}
+
+/* The sanitized display name of a frame, made once. */
+static int fg_frame_name(struct fg *g, uint32_t frame)
+{
+	const struct rbp_pframe *f = &g->p->frames[frame];
+	size_t cap;
+	char *buf;
+	int err;
+
+	if (g->names[frame].s)
+		return RBP_OK;
+	cap = strlen(f->label) + strlen(f->path) + 32;
+	if (!(buf = malloc(cap)))
+		return RBP_ENOMEM;
+	rbp_frame_name(f, buf, cap);
+	err = fg_sanitize(buf, &g->names[frame]);
+	free(buf);
+	return err;
+}
+
+static const struct fg_name *fg_node_name(const struct fg *g, uint32_t node)
+{
+	return node ? &g->names[g->p->nodes[node].frame] : &g->root;
+}
+
+struct fg_sib {
+	const char *name;   /* NULL: not drawn, sorts last */
+	uint32_t node;
+	uint8_t kind;
+};
+
+static int fg_cmp_sib(const void *a, const void *b)
+{
+	const struct fg_sib *x = a, *y = b;
+	int c;
+
+	if (!x->name || !y->name)
+		c = !x->name - !y->name;
+	else
+		c = strcmp(x->name, y->name);
+	if (!c)
+		c = (x->kind > y->kind) - (x->kind < y->kind);
+	return c ? c : (x->node > y->node) - (x->node < y->node);
+}
+
+/* Step 5: name the drawn nodes' frames and sort their siblings; order[] holds all nodes. */
+static int fg_sort(struct fg *g)
+{
+	const struct rbp_profile *p = g->p;
+	struct fg_sib *sib = malloc((p->n_nodes ? p->n_nodes : 1) * sizeof(*sib));
+
+	if (!sib)
+		return RBP_ENOMEM;
+	for (size_t i = 0; i < g->n_order; i++) {
+		uint32_t n = g->order[i], lo = g->first[n], hi = g->first[n + 1];
+		if (!fg_drawn(g, n) || lo == hi)
+			continue;
+		for (uint32_t k = lo; k < hi; k++) {
+			uint32_t c = g->kids[k], fr = p->nodes[c].frame;
+			int drawn = fg_drawn(g, c);
+			if (drawn && fg_frame_name(g, fr)) {
+				free(sib);
+				return RBP_ENOMEM;
+			}
+			sib[k - lo] = (struct fg_sib){ drawn ? g->names[fr].s : NULL, c,
+						       fr < p->n_frames ? p->frames[fr].kind : 0 };
+		}
+		qsort(sib, hi - lo, sizeof(*sib), fg_cmp_sib);
+		for (uint32_t k = lo; k < hi; k++)
+			g->kids[k] = sib[k - lo].node;
+	}
+	free(sib);
+	return RBP_OK;
+}
+
+/* Step 6: left edges of drawn nodes, in breadth-first (= emission) order. */
+static void fg_layout(struct fg *g)
+{
+	fg_bfs(g, 1);
+	for (size_t i = 0; i < g->n_order; i++) {
+		uint32_t n = g->order[i];
+		uint64_t cur = g->x[n];
+		for (uint32_t k = g->first[n]; k < g->first[n + 1]; k++) {
+			uint32_t c = g->kids[k];
+			if (!fg_drawn(g, c))
+				break;   /* drawn children come first */
+			g->x[c] = cur;
+			cur += g->incl[c];
+		}
+		if (g->p->nodes[n].depth > g->max_depth)
+			g->max_depth = g->p->nodes[n].depth;
+	}
+}
+
+/* ---- colours ------------------------------------------------------------- */
+
+/* Warm for Ruby, blue for C, grey for thread/process roots; hashed from the label. */
+static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
+{
+	const struct rbp_pframe *f = node ? &g->p->frames[g->p->nodes[node].frame] : NULL;
+	const char *label = f ? f->label : "all";
+	uint32_t h = 2166136261u;
+	int kind = f ? f->kind : RBP_PFRAME_THREAD, r, gr, b;
+
+	for (const unsigned char *s = (const unsigned char *)label; *s; s++)
+		h = (h ^ *s) * 16777619u;
+	double v1 = (h & 0xff) / 255.0, v2 = (h >> 8 & 0xff) / 255.0, v3 = (h >> 16 & 0xff) / 255.0;
+	if (kind == RBP_PFRAME_CFUNC) {
+		r = 60 + (int)(60 * v1);
+		gr = 150 + (int)(60 * v2);
+		b = 205 + (int)(50 * v3);
+	} else if (kind == RBP_PFRAME_THREAD || kind == RBP_PFRAME_PROCESS) {
+		r = gr = 175 + (int)(30 * v1);
+		b = r + 5;
+	} else {
+		r = 205 + (int)(50 * v3);
+		gr = (int)(230 * v1);
+		b = (int)(55 * v2);
+	}
+	snprintf(buf, 32, "rgb(%d,%d,%d)", r & 255, gr & 255, b & 255);
+}
+
+/* ---- SVG ----------------------------------------------------------------- */
+
+static const char fg_style[] =
+	"text { font-family: monospace; font-size: 12px; fill: #000; }\n"
+	"#title { font-size: 17px; text-anchor: middle; }\n"
+	"#subtitle, #footnote { fill: #555; text-anchor: middle; }\n"
+	"#matched { text-anchor: end; }\n"
+	".btn { cursor: pointer; fill: #226; }\n"
+	".btn:hover { text-decoration: underline; }\n"
+	".hide { display: none; }\n"
+	".parent { opacity: 0.5; }\n"
+	"g.f { cursor: pointer; }\n"
+	"g.f text { pointer-events: none; }\n"
+	"g.f:hover rect { stroke: #000; stroke-width: 0.5; }\n";
+
+/*
+ * The script reads every frame's data-x/data-w/data-d (samples), rescales on
+ * zoom, and mirrors the state into the URL fragment: x=FRAME (the N of fN)
+ * and s=REGEX.  Keep it free of "]]>" (it sits in a CDATA section).
+ */
+static const char fg_script[] =
+	"(function () {\n"
+	"'use strict';\n"
+	"var W = 1200, PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var $ = function (id) { return document.getElementById(id); };\n"
+	"var F = [].map.call(document.querySelectorAll('#frames > g.f'), function (g) {\n"
+	"  var t = g.querySelector('title').textContent, r = g.querySelector('rect');\n"
+	"  return { g: g, r: r, t: g.querySelector('text'), title: t,\n"
+	"    name: t.slice(0, t.lastIndexOf(' (')), chars: Array.from(t.slice(0, t.lastIndexOf(' ('))),\n"
+	"    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'),\n"
+	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill') };\n"
+	"});\n"
+	"var byId = {};\n"
+	"F.forEach(function (f, i) { byId[f.g.id] = f; f.g.__fg = i; });\n"
+	"var total = F.length ? F[0].w : 0, zoomed = null, term = null;\n"
+	"function label(f, w) {\n"
+	"  var fit = Math.floor((w - 6) / CW);\n"
+	"  if (f.chars.length <= fit) return f.name;\n"
+	"  return fit < 3 ? '' : f.chars.slice(0, fit - 2).join('') + '..';\n"
+	"}\n"
+	"function place(f, x, w) {\n"
+	"  f.r.setAttribute('x', x.toFixed(2));\n"
+	"  f.r.setAttribute('width', w.toFixed(2));\n"
+	"  f.t.setAttribute('x', (x + 3).toFixed(2));\n"
+	"  f.t.textContent = label(f, w);\n"
+	"}\n"
+	"function view() {\n"
+	"  return zoomed ? [zoomed.x, zoomed.w, zoomed.d] : [0, total, 0];\n"
+	"}\n"
+	"function zoom(z) {\n"
+	"  zoomed = z && z !== F[0] ? z : null;\n"
+	"  var v = view(), zx = v[0], zw = v[1], zd = v[2], k = (W - 2 * PAD) / (zw || 1);\n"
+	"  F.forEach(function (f) {\n"
+	"    var inside = f.d >= zd && f.x >= zx && f.x + f.w <= zx + zw;\n"
+	"    var above = f.d < zd && f.x <= zx && f.x + f.w >= zx + zw;\n"
+	"    f.g.classList.toggle('hide', !inside && !above);\n"
+	"    f.g.classList.toggle('parent', above);\n"
+	"    if (above) place(f, PAD, W - 2 * PAD);\n"
+	"    else if (inside) place(f, PAD + (f.x - zx) * k, f.w * k);\n"
+	"  });\n"
+	"  $('unzoom').classList.toggle('hide', !zoomed);\n"
+	"  if (term !== null) search(term); else save();\n"
+	"}\n"
+	"function search(src) {\n"
+	"  var re;\n"
+	"  try { re = new RegExp(src); } catch (e) {\n"
+	"    $('matched').textContent = 'invalid regular expression'; return;\n"
+	"  }\n"
+	"  term = src;\n"
+	"  var v = view(), lo = v[0], hi = v[0] + v[1], spans = [], sum = 0, end = -1;\n"
+	"  F.forEach(function (f) {\n"
+	"    var hit = f.d > 0 && re.test(f.name);\n"
+	"    f.r.setAttribute('fill', hit ? HL : f.fill);\n"
+	"    if (hit && !f.g.classList.contains('hide'))\n"
+	"      spans.push([Math.max(f.x, lo), Math.min(f.x + f.w, hi)]);\n"
+	"  });\n"
+	"  /* frames nest or are disjoint: count only the outermost matches */\n"
+	"  spans.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });\n"
+	"  spans.forEach(function (s) { if (s[0] >= end) { sum += s[1] - s[0]; end = s[1]; } });\n"
+	"  $('matched').textContent = 'Matched: ' + (v[1] ? 100 * sum / v[1] : 0).toFixed(2) + '%';\n"
+	"  $('search').textContent = 'Reset Search';\n"
+	"  save();\n"
+	"}\n"
+	"function clearSearch() {\n"
+	"  term = null;\n"
+	"  F.forEach(function (f) { f.r.setAttribute('fill', f.fill); });\n"
+	"  $('matched').textContent = '';\n"
+	"  $('search').textContent = 'Search';\n"
+	"  save();\n"
+	"}\n"
+	"function askSearch() {\n"
+	"  var s = window.prompt('Search frames (regular expression):', term === null ? '' : term);\n"
+	"  if (s === null) return;\n"
+	"  if (s === '') clearSearch(); else search(s);\n"
+	"}\n"
+	"function save() {\n"
+	"  var parts = [];\n"
+	"  if (zoomed) parts.push('x=' + zoomed.g.id.slice(1));\n"
+	"  if (term !== null) parts.push('s=' + encodeURIComponent(term));\n"
+	"  var h = parts.length ? '#' + parts.join('&') : '';\n"
+	"  if (location.hash !== h && !(h === '' && location.hash === '#'))\n"
+	"    history.replaceState(null, '', location.href.split('#')[0] + h);\n"
+	"}\n"
+	"function load() {\n"
+	"  var q = new URLSearchParams(location.search), h = new URLSearchParams(location.hash.slice(1));\n"
+	"  var x = h.has('x') ? h.get('x') : q.get('x'), s = h.has('s') ? h.get('s') : q.get('s');\n"
+	"  term = null;\n"
+	"  zoom(x !== null && byId['f' + x] ? byId['f' + x] : null);\n"
+	"  if (s) search(s); else clearSearch();\n"
+	"}\n"
+	"function frameOf(e) {\n"
+	"  var g = e.target.closest && e.target.closest('g.f');\n"
+	"  return g ? F[g.__fg] : null;\n"
+	"}\n"
+	"$('frames').addEventListener('click', function (e) {\n"
+	"  var f = frameOf(e); if (f) zoom(f);\n"
+	"});\n"
+	"$('frames').addEventListener('mouseover', function (e) {\n"
+	"  var f = frameOf(e); $('details').textContent = f ? f.title : ' ';\n"
+	"});\n"
+	"$('frames').addEventListener('mouseout', function () { $('details').textContent = ' '; });\n"
+	"$('unzoom').addEventListener('click', function () { zoom(null); });\n"
+	"$('search').addEventListener('click', function () {\n"
+	"  if (term !== null) clearSearch(); else askSearch();\n"
+	"});\n"
+	"document.addEventListener('keydown', function (e) {\n"
+	"  if (((e.ctrlKey || e.metaKey) && (e.key === 'f' || e.key === 'F')) || e.key === 'F3') {\n"
+	"    e.preventDefault(); askSearch();\n"
+	"  } else if (e.key === 'Escape') {\n"
+	"    if (term !== null) clearSearch(); else zoom(null);\n"
+	"  }\n"
+	"});\n"
+	"window.addEventListener('hashchange', load);\n"
+	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
+	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
+	"load();\n"
+	"})();\n";
+
+static void fg_header(FILE *out, const struct fg_name *title, int height)
+{
+	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+		"xmlns=\"http://www.w3.org/2000/svg\">\n"
+		"<!-- rbpeek flame graph: click a frame to zoom, Ctrl-F to search -->\n"
+		"<defs><linearGradient id=\"bg\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"1\">"
+		"<stop offset=\"5%%\" stop-color=\"#eeeeee\"/><stop offset=\"95%%\" "
+		"stop-color=\"#eeeeb0\"/></linearGradient></defs>\n"
+		"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
+		"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
+		FG_WIDTH, height, FG_WIDTH, height, fg_style, FG_WIDTH, height);
+	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"><title>", FG_WIDTH / 2);
+	fg_xml(out, title->s, strlen(title->s));
+	fputs("</title>", out);
+	fg_label(out, title, FG_WIDTH - 2 * 110);   /* leave room for the buttons */
+	fputs("</text>\n", out);
+}
+
+static void fg_subtitle(const struct fg *g, FILE *out, int height)
+{
+	const struct rbp_profile_meta *m = &g->p->meta;
+	char n[32];
+
+	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s sample%s", FG_WIDTH / 2,
+		fg_count(g->total, n), g->total == 1 ? "" : "s");
+	if (m->duration_ns)
+		fprintf(out, " in %.1f s", (double)m->duration_ns / 1e9);
+	if (m->rate_hz)
+		fprintf(out, " at %u Hz", (unsigned)m->rate_hz);
+	if (m->ruby_version && *m->ruby_version) {
+		struct fg_name v;
+		if (!fg_sanitize(m->ruby_version, &v)) {
+			fputs(", ruby ", out);
+			fg_xml(out, v.s, strlen(v.s));
+			free(v.s);
+		}
+	}
+	fputs("</text>\n", out);
+	fprintf(out, "<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
+		"<text id=\"search\" class=\"btn\" x=\"%d\" y=\"24\">Search</text>\n"
+		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
+		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
+		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
+	if (g->omitted)
+		fprintf(out, "<text id=\"footnote\" x=\"%d\" y=\"%d\">%s frame%s narrower than "
+			"0.1%% of the samples not drawn</text>\n", FG_WIDTH / 2, height - 10,
+			fg_count(g->omitted, n), g->omitted == 1 ? "" : "s");
+}
+
+static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, int height)
+{
+	const struct fg_name *nm = fg_node_name(g, node);
+	double k = g->total ? (double)(FG_WIDTH - 2 * FG_PAD) / (double)g->total : 0;
+	double x = FG_PAD + (double)g->x[node] * k, w = g->total ? (double)g->incl[node] * k
+							: FG_WIDTH - 2 * FG_PAD;
+	int y = height - FG_BOTTOM - (int)(g->p->nodes[node].depth + 1) * FG_FRAME_H;
+	char n[32], fill[32];
+
+	fg_colour(g, node, fill);
+	fprintf(out, "<g class=\"f\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\">"
+		"<title>", idx, (unsigned long long)g->x[node], (unsigned long long)g->incl[node],
+		(unsigned)g->p->nodes[node].depth);
+	fg_xml(out, nm->s, strlen(nm->s));
+	fprintf(out, " (%s sample%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+		"height=\"%d\" rx=\"2\" fill=\"%s\"/><text x=\"%.2f\" y=\"%d\">",
+		fg_count(g->incl[node], n), g->incl[node] == 1 ? "" : "s",
+		g->total ? 100.0 * (double)g->incl[node] / (double)g->total : 0.0,
+		x, y, w, FG_FRAME_H - 1, fill, x + 3, y + 11);
+	fg_label(out, nm, w);
+	fputs("</text></g>\n", out);
+}
+
+static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
+{
+	struct fg_name title;
+	int height = FG_TOP + (int)(g->max_depth + 1) * FG_FRAME_H + FG_BOTTOM;
+
+	if (fg_sanitize(o && o->title ? o->title : "rbpeek flame graph", &title))
+		return RBP_ENOMEM;
+	fg_header(out, &title, height);
+	free(title.s);
+	fg_subtitle(g, out, height);
+	fputs("<g id=\"frames\">\n", out);
+	for (size_t i = 0; i < g->n_order; i++)
+		fg_frame(g, out, i, g->order[i], height);
+	fprintf(out, "</g>\n<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
+		fg_script);
+	return ferror(out) ? RBP_EIO : RBP_OK;
+}
+
+static void fg_free(struct fg *g)
+{
+	if (g->names)
+		for (size_t i = 0; i < g->p->n_frames; i++)
+			free(g->names[i].s);
+	free(g->names);
+	free(g->root.s);
+	free(g->incl);
+	free(g->x);
+	free(g->first);
+	free(g->kids);
+	free(g->order);
+}
+
+int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
+{
+	struct fg g = { .p = p };
+	int err;
+
+	if (!(g.names = calloc(p->n_frames ? p->n_frames : 1, sizeof(*g.names))) ||
+	    fg_sanitize("all", &g.root) || fg_tree(&g)) {
+		fg_free(&g);
+		return RBP_ENOMEM;
+	}
+	fg_inclusive(&g);
+	if ((err = fg_sort(&g)) == RBP_OK) {
+		fg_layout(&g);
+		err = fg_emit(&g, o, out);
+	}
+	fg_free(&g);
+	return err;
+}

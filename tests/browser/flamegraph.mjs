@@ -1,0 +1,225 @@
+// flamegraph.mjs - drive an rbpeek flame graph SVG in Debian's headless
+// Chromium (playwright-core, never a downloaded browser) the way a user does.
+//
+//   node tests/browser/flamegraph.mjs FILE.svg [--name PREFIX] [--expect NAME]...
+//        [--zoom NAME] [--search REGEX] [--collapsed FILE.txt] [--screenshot FILE.png]
+//
+// Checks, each printed as "ok PREFIX/check" or "FAIL PREFIX/check: reason":
+//   load      the file opens with no JS error and no console error
+//   expect    a frame whose name contains each --expect NAME is drawn
+//   zoom      clicking the widest frame named --zoom makes it full width,
+//             hides a sibling, dims its ancestors and writes #x=ID
+//   url-zoom  that URL opened in a new page shows the same zoomed view
+//   unzoom    "Reset Zoom" restores the widths and the sibling
+//   search    Ctrl-F + the prompt answered with --search highlights exactly
+//             the matching frames and shows "Matched: N.NN%", equal to the
+//             share computed here from the frames (outermost matches only)
+//             and, with --collapsed, within 0.5 points of the share of
+//             folded stacks containing a match
+//   url-search  #s=REGEX reproduces the search; Esc clears it
+// --screenshot X.png also writes X-zoom.png and X-search.png (zoomed, searched).
+// Exit status 1 when a check failed.
+import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const HL = 'rgb(230,0,230)';
+const FULL = 1180;  // image width minus margins
+
+function parseArgs(argv) {
+	const a = { file: null, name: 'flamegraph', expect: [], zoom: null, search: null,
+		collapsed: null, screenshot: null };
+	for (let i = 0; i < argv.length; i++) {
+		const k = argv[i], v = argv[i + 1];
+		if (k === '--expect') { a.expect.push(v); i++; }
+		else if (k.startsWith('--')) { a[k.slice(2)] = v; i++; }
+		else a.file = k;
+	}
+	if (!a.file) {
+		console.error('usage: flamegraph.mjs FILE.svg [--name P] [--expect NAME]... [--zoom NAME] ' +
+			'[--search REGEX] [--collapsed FILE] [--screenshot PNG]');
+		process.exit(2);
+	}
+	return a;
+}
+
+const args = parseArgs(process.argv.slice(2));
+let failed = 0;
+function report(check, ok, why) {
+	if (ok) console.log(`ok ${args.name}/${check}`);
+	else { failed++; console.log(`FAIL ${args.name}/${check}: ${why}`); }
+	return ok;
+}
+
+// Every frame as the page shows it now.
+async function frames(page) {
+	return page.evaluate(() => [...document.querySelectorAll('#frames > g.f')].map((g) => {
+		const t = g.querySelector('title').textContent, r = g.querySelector('rect');
+		const box = r.getBoundingClientRect();
+		return { id: g.id, name: t.slice(0, t.lastIndexOf(' (')), title: t,
+			x: +g.dataset.x, w: +g.dataset.w, d: +g.dataset.d,
+			width: +r.getAttribute('width'), fill: r.getAttribute('fill'),
+			shown: getComputedStyle(g).display !== 'none' && box.width > 0,
+			dimmed: g.classList.contains('parent') };
+	}));
+}
+
+// Share of samples (percent) under frames matching re, not counting a match
+// inside a match: rebuild the tree from the frames' extents (sorted by left
+// edge, parents first, a stack of the open ancestors) and add up the matches
+// that have no matching ancestor.
+function expectedShare(fs, re) {
+	const sorted = fs.map((f) => ({ ...f, hit: f.d > 0 && re.test(f.name) }))
+		.sort((a, b) => a.x - b.x || a.d - b.d);
+	const stack = [];
+	let open = 0, sum = 0;
+	for (const f of sorted) {
+		for (let t = stack.at(-1); t && !(t.d < f.d && f.x + f.w <= t.x + t.w); t = stack.at(-1))
+			open -= stack.pop().hit;
+		if (f.hit && !open)
+			sum += f.w;
+		open += f.hit;
+		stack.push(f);
+	}
+	const total = fs.find((f) => f.d === 0).w;
+	return total ? 100 * sum / total : 0;
+}
+
+function collapsedShare(path, re) {
+	let all = 0, hit = 0;
+	for (const line of readFileSync(path, 'utf8').split('\n')) {
+		const m = /^(.*) (\d+)$/.exec(line);
+		if (!m) continue;
+		all += +m[2];
+		if (m[1].split(';').some((fr) => re.test(fr))) hit += +m[2];
+	}
+	return all ? 100 * hit / all : 0;
+}
+
+async function open(browser, url, errors) {
+	const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+	page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+	page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+	await page.goto(url);
+	await page.waitForLoadState('load');
+	return page;
+}
+
+async function checkZoom(browser, page, url, errors) {
+	const fs = await frames(page);
+	const cands = fs.filter((f) => f.d > 0 && f.name.includes(args.zoom)).sort((a, b) => b.w - a.w);
+	const z = cands.find((c) => fs.some((s) => s.d === c.d && s.id !== c.id)) || cands[0];
+	if (!z)
+		return report('zoom', false, `no frame named ${args.zoom}`);
+	const sib = fs.find((s) => s.d === z.d && s.id !== z.id);
+	const before = z.width;
+	await page.locator(`#${z.id} > rect`).click();
+	let now = await frames(page);
+	const zf = now.find((f) => f.id === z.id), sf = sib && now.find((f) => f.id === sib.id);
+	const anc = now.filter((f) => f.d < z.d && f.x <= z.x && z.x + z.w <= f.x + f.w);
+	const hash = new URL(page.url()).hash;
+	await shot(page, '-zoom');
+	report('zoom', Math.abs(zf.width - FULL) < 0.01 && (!sf || !sf.shown) &&
+		anc.every((f) => f.shown && f.dimmed && Math.abs(f.width - FULL) < 0.01) &&
+		hash === `#x=${z.id.slice(1)}`,
+	`after clicking ${z.id} (${z.name}): width ${zf.width}, sibling shown ${sf && sf.shown}, ` +
+		`ancestors ${anc.map((f) => `${f.id}:${f.width}:${f.dimmed}`).join(' ')}, hash '${hash}'`);
+
+	const again = await open(browser, page.url(), errors);
+	now = await frames(again);
+	const rf = now.find((f) => f.id === z.id), rs = sib && now.find((f) => f.id === sib.id);
+	report('url-zoom', Math.abs(rf.width - FULL) < 0.01 && (!rs || !rs.shown),
+		`${page.url()} reopened: width ${rf.width}, sibling shown ${rs && rs.shown}`);
+	await again.close();
+
+	await page.locator('#unzoom').click();
+	now = await frames(page);
+	const uf = now.find((f) => f.id === z.id), us = sib && now.find((f) => f.id === sib.id);
+	report('unzoom', Math.abs(uf.width - before) < 0.01 && (!us || us.shown) &&
+		now.every((f) => f.shown && !f.dimmed) && new URL(page.url()).hash === '',
+	`after Reset Zoom: width ${uf.width} (was ${before}), sibling shown ${us && us.shown}, ` +
+		`url ${page.url()}`);
+}
+
+async function matchedText(page) {
+	return page.locator('#matched').textContent();
+}
+
+async function checkSearch(browser, page, url, errors) {
+	const re = new RegExp(args.search);
+	page.once('dialog', (d) => d.accept(args.search));
+	await page.keyboard.press('Control+f');
+	const fs = await frames(page);
+	const want = fs.filter((f) => f.d > 0 && re.test(f.name)).map((f) => f.id).sort();
+	const got = fs.filter((f) => f.fill === HL).map((f) => f.id).sort();
+	const text = await matchedText(page), share = expectedShare(fs, re);
+	const m = /^Matched: (\d+\.\d\d)%$/.exec(text);
+	let ok = want.length > 0 && JSON.stringify(want) === JSON.stringify(got) && m &&
+		m[1] === share.toFixed(2);
+	let why = `highlighted ${got.length} of ${want.length} matching frames, '${text}', ` +
+		`expected ${share.toFixed(2)}%`;
+	if (args.collapsed && m) {
+		const c = collapsedShare(args.collapsed, re);
+		ok = ok && Math.abs(c - +m[1]) <= 0.5;
+		why += `, folded stacks say ${c.toFixed(2)}%`;
+	}
+	report('search', ok, why);
+	await shot(page, '-search');
+
+	const hash = new URL(page.url()).hash;
+	const again = await open(browser, page.url(), errors);
+	const text2 = await matchedText(again);
+	const lit = (await frames(again)).filter((f) => f.fill === HL).length;
+	await again.keyboard.press('Escape');
+	const cleared = (await frames(again)).every((f) => f.fill !== HL) &&
+		(await matchedText(again)) === '' && new URL(again.url()).hash === '';
+	report('url-search', hash.startsWith('#s=') && text2 === text && lit === got.length && cleared,
+		`hash '${hash}', reopened '${text2}' with ${lit} highlighted, Esc cleared: ${cleared}`);
+	await again.close();
+}
+
+// A screenshot of the whole image to --screenshot (with a suffix for later states).
+async function shot(page, suffix) {
+	if (!args.screenshot)
+		return;
+	// fullPage hangs on SVG documents: size the viewport to the image instead,
+	// and show the bottom (the roots) of taller ones
+	const h = await page.evaluate(() => +document.documentElement.getAttribute('height'));
+	await page.setViewportSize({ width: 1200, height: Math.min(Math.max(h, 100), 3000) });
+	await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+	await page.screenshot({ path: args.screenshot.replace(/(\.png)?$/, `${suffix}.png`) });
+	await page.setViewportSize({ width: 1200, height: 900 });
+}
+
+async function main() {
+	const url = pathToFileURL(resolve(args.file)).href;
+	const browser = await chromium.launch({
+		executablePath: '/usr/bin/chromium',
+		args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+			'--disable-background-networking', '--disable-component-update', '--disable-sync'],
+	});
+	const errors = [];
+	try {
+		const page = await open(browser, url, errors);
+		const fs = await frames(page);
+		report('load', fs.length > 0 && errors.length === 0,
+			`${fs.length} frames, ${errors.join('; ') || 'no errors'}`);
+		const missing = args.expect.filter((n) => !fs.some((f) => f.name.includes(n)));
+		if (args.expect.length)
+			report('expect', missing.length === 0, `no frame named ${missing.join(', ')}`);
+		await shot(page, '');
+		if (args.zoom)
+			await checkZoom(browser, page, url, errors);
+		if (args.search)
+			await checkSearch(browser, page, url, errors);
+		report('errors', errors.length === 0, errors.join('; '));
+	} finally {
+		await browser.close();
+	}
+}
+
+main().then(() => process.exit(failed ? 1 : 0), (e) => {
+	console.log(`FAIL ${args.name}/browser: ${String(e && e.stack || e).split('\n')[0]}`);
+	process.exit(1);
+});
