@@ -2,14 +2,24 @@
  * format.c - the table of output formats and helpers shared by writers.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "output/output.h"
 #include "util/err.h"
 
 const struct rbp_format rbp_formats[] = {
+	{ "flamegraph", "svg", "interactive flame graph (SVG, opens in any browser)", rbp_write_flamegraph },
 	{ "collapsed", "txt", "folded stacks 'a;b;c count' (FlameGraph, inferno, speedscope)",
 	  rbp_write_collapsed },
+	{ "speedscope", "speedscope.json", "speedscope JSON, one profile per thread (speedscope.app)",
+	  rbp_write_speedscope },
+	{ "pprof", "pb.gz", "gzipped profile.proto (go tool pprof, pprof.me, Pyroscope)",
+	  rbp_write_pprof },
+	{ "callgrind", "callgrind.out", "callgrind profile (KCachegrind, callgrind_annotate)",
+	  rbp_write_callgrind },
+	{ "chrome", "trace.json", "per-thread timeline, Chrome trace events (Perfetto, chrome://tracing)",
+	  rbp_write_chrome },
 	{ "summary", "txt", "table of functions: % self, % total, file:line", rbp_write_summary },
 	{ "summary-by-line", "txt", "the same table per line", rbp_write_summary_by_line },
 	{ "raw", "raw.gz", "rbpeek's own raw profile (convert later with 'rbpeek report')",
@@ -35,6 +45,29 @@ const char *rbp_format_names(void)
 		n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s",
 				      f == rbp_formats ? "" : ", ", f->name);
 	return buf;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+	const struct rbp_thread_ord *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+struct rbp_thread_ord *rbp_thread_order(const struct rbp_profile *p)
+{
+	struct rbp_thread_ord *ord = calloc(p->n_threads + 1, sizeof(*ord));
+
+	if (!ord)
+		return NULL;
+	for (size_t i = 0; i < p->n_threads; i++)
+		ord[i] = (struct rbp_thread_ord){ p->threads[i].pid, p->threads[i].tid, (uint32_t)i };
+	qsort(ord, p->n_threads, sizeof(*ord), cmp_thread);
+	return ord;
 }
 
 int rbp_frame_name(const struct rbp_pframe *f, char *buf, size_t cap)

@@ -42,6 +42,14 @@ int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_outp
 int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 
+/* A thread in the order every writer lists threads: by pid, then tid. */
+struct rbp_thread_ord {
+	int32_t pid, tid;
+	uint32_t idx;   /* index into p->threads */
+};
+/* p's threads in that order (malloc'd, n_threads + 1 entries), or NULL (no memory). */
+struct rbp_thread_ord *rbp_thread_order(const struct rbp_profile *p);
+
 /*
  * The display name of a frame as flame graphs and folded stacks show it:
  * "label (path:line)" for Ruby and C frames ("label" alone when the path is

@@ -88,6 +88,23 @@ static void count(const struct rbp_profile *p, const uint64_t *node_count, const
 	}
 }
 
+/* Characters (not bytes) in a UTF-8 string: what a terminal column counts. */
+static size_t text_width(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+/* s padded with spaces to width characters. */
+static void put_padded(FILE *out, const char *s, size_t width)
+{
+	fputs(s, out);
+	for (size_t w = text_width(s); w < width; w++)
+		putc(' ', out);
+}
+
 static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 {
 	uint64_t *node_count = calloc(p->n_nodes, sizeof(*node_count));
@@ -103,21 +120,25 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 	count(p, node_count, row_of, rows);
 	qsort(rows, n, sizeof(*rows), cmp_row);
 	for (size_t i = 0; i < n; i++)
-		if (strlen(rows[i].label) > width)
-			width = strlen(rows[i].label);
+		if (text_width(rows[i].label) > width)
+			width = text_width(rows[i].label);
 	if (width > 60)
 		width = 60;
 	double total = p->n_samples ? (double)p->n_samples : 1;
 	fprintf(out, "rbpeek %s: pid %d (ruby %s), %.1f s at %u Hz, %zu samples, %zu threads\n\n",
 		by_line ? "summary by line" : "summary", (int)p->meta.pid, p->meta.ruby_version,
 		(double)p->meta.duration_ns / 1e9, p->meta.rate_hz, p->n_samples, p->n_threads);
-	fprintf(out, " %% self  %% total  %-*s  file:line\n", (int)width, "function");
+	fputs(" % self  % total  ", out);
+	put_padded(out, "function", width);
+	fputs("  file:line\n", out);
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		if (!r->total)
 			continue;
-		fprintf(out, "%6.2f  %7.2f  %-*s  ", 100.0 * (double)r->self / total,
-			100.0 * (double)r->total / total, (int)width, r->label);
+		fprintf(out, "%6.2f  %7.2f  ", 100.0 * (double)r->self / total,
+			100.0 * (double)r->total / total);
+		put_padded(out, r->label, width);
+		fputs("  ", out);
 		if (r->path[0])
 			fprintf(out, "%s:%d\n", r->path, (int)r->line);
 		else
