@@ -309,12 +309,20 @@ static int should_stop(void *ctx)
 
 /* ---- output names ----------------------------------------------------- */
 
-static void default_output(char *buf, size_t n, int pid, const char *ext)
+/*
+ * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
+ * with "-2", "-3", ... before the extension when that file exists already,
+ * so two recordings in the same second do not overwrite each other.
+ */
+static void default_output(char *buf, size_t n, const char *dir, int pid, const char *ext)
 {
 	char stamp[32];
 	time_t now = time(NULL);
+
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
-	snprintf(buf, n, "rbpeek-%d-%s.%s", pid, stamp, ext);
+	snprintf(buf, n, "%s%srbpeek-%d-%s.%s", dir, *dir ? "/" : "", pid, stamp, ext);
+	for (int i = 2; !access(buf, F_OK) && i < 1000; i++)
+		snprintf(buf, n, "%s%srbpeek-%d-%s-%d.%s", dir, *dir ? "/" : "", pid, stamp, i, ext);
 }
 
 /* $XDG_CACHE_HOME/rbpeek or ~/.cache/rbpeek, created if needed. */
@@ -382,16 +390,15 @@ static int write_outputs(struct rbp_profile *p, const struct rbp_format *fmt, co
 			 int silent)
 {
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
-	char dir[4096], name[256], raw_path[8192], title[512];
+	char dir[4096], raw_path[8192], title[512];
 	struct rbp_output_opts oo = { .title = title };
 	int rc = 0;
 
 	snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
 		 (int)p->meta.pid, *p->meta.cmdline ? " " : "", p->meta.cmdline,
 		 (double)p->meta.duration_ns / 1e9, p->n_samples);
-	default_output(name, sizeof(name), (int)p->meta.pid, "raw.gz");
-	if (!cache_dir(dir, sizeof(dir)) &&
-	    snprintf(raw_path, sizeof(raw_path), "%s/%s", dir, name) < (int)sizeof(raw_path)) {
+	if (!cache_dir(dir, sizeof(dir))) {
+		default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
 		if (!cli_write_file(p, &raw_fmt, &oo, raw_path))
 			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
 				raw_path);
@@ -478,7 +485,7 @@ int cmd_record(int argc, char **argv)
 		rc = EXIT_NOSAMPLES;
 	} else {
 		if (!o.output) {
-			default_output(outbuf, sizeof(outbuf), subj.pid, fmt->ext);
+			default_output(outbuf, sizeof(outbuf), "", subj.pid, fmt->ext);
 			o.output = outbuf;
 		}
 		rc = write_outputs(&p, fmt, o.output, o.silent);

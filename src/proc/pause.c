@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ struct pause_task {
 	pid_t tid;
 	int stopped;  /* 1 once waitpid reported the ptrace-stop */
 	int sig;      /* signal to hand back at detach (signal-delivery-stop) */
+	int running;  /* 1 running, 0 blocked in a system call, -1 unknown */
 };
 
 struct rbp_pause {
@@ -113,6 +115,33 @@ static int seize_one(struct rbp_pause *p, pid_t tid)
 	return RBP_OK;
 }
 
+/*
+ * Whether a thread that just stopped had been running or was blocked in a
+ * system call: interrupted there, its registers hold the call's number in
+ * orig_rax and one of the kernel's "restart" codes (or -EINTR) in rax; a
+ * thread stopped in user code has orig_rax == -1.  Reading this at the stop
+ * is exact, unlike /proc's state, which our own pauses perturb (a sleeping
+ * thread we detach is briefly runnable while it re-enters its call).
+ */
+static int was_running(pid_t tid)
+{
+#if defined(__x86_64__)
+	struct user_regs_struct regs;
+
+	if (ptrace(PTRACE_GETREGS, tid, NULL, &regs))
+		return -1;
+	long long rax = (long long)regs.rax;
+	if ((long long)regs.orig_rax < 0)
+		return 1;
+	return !(rax == -4 /* EINTR */ || rax == -512 /* ERESTARTSYS */ ||
+		 rax == -513 /* ERESTARTNOINTR */ || rax == -514 /* ERESTARTNOHAND */ ||
+		 rax == -516 /* ERESTART_RESTARTBLOCK */);
+#else
+	(void)tid;
+	return -1;
+#endif
+}
+
 /* Poll one running thread; drops it from p when it has exited. */
 static void poll_one(struct rbp_pause *p, size_t i)
 {
@@ -127,6 +156,7 @@ static void poll_one(struct rbp_pause *p, size_t i)
 		return;
 	if (r == t->tid && WIFSTOPPED(st)) {
 		t->stopped = 1;
+		t->running = was_running(t->tid);
 		if ((st >> 16) == 0)  /* signal-delivery-stop, not an event */
 			t->sig = WSTOPSIG(st);
 		return;
@@ -237,6 +267,14 @@ int rbp_pause(pid_t pid, struct rbp_pause **out)
 size_t rbp_pause_nthreads(const struct rbp_pause *p)
 {
 	return p ? p->n : 0;
+}
+
+int rbp_pause_running(const struct rbp_pause *p, pid_t tid)
+{
+	for (size_t i = 0; p && i < p->n; i++)
+		if (p->v[i].tid == tid)
+			return p->v[i].stopped ? p->v[i].running : -1;
+	return -1;
 }
 
 /* Detach every held thread, handing back any intercepted signal; frees p. */

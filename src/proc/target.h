@@ -70,5 +70,11 @@ int rbp_pause(pid_t pid, struct rbp_pause **out);
 void rbp_resume(struct rbp_pause *p);  /* NULL-safe */
 /* Number of threads a pause holds stopped (0 for NULL). */
 size_t rbp_pause_nthreads(const struct rbp_pause *p);
+/*
+ * What a held thread was doing when it stopped: 1 running (in user code, or
+ * executing a system call), 0 blocked in a system call (sleeping, waiting
+ * on a lock or I/O), -1 unknown (not held, or not x86-64).
+ */
+int rbp_pause_running(const struct rbp_pause *p, pid_t tid);
 
 #endif

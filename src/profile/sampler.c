@@ -130,7 +130,7 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 {
 	int err;
 
-	if (l->o->on_cpu)
+	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
 		read_states(l);
 	err = rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
 	if (err)
@@ -142,7 +142,10 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 		if (th->err || !th->n_frames)
 			continue;
 		if (l->o->on_cpu) {
-			if (!rbp_hmap_get(&l->states, (uint64_t)th->tid, &state) || state != 'R')
+			/* exact when read paused; else /proc's state from before the read */
+			int on = th->running >= 0 ? th->running :
+				 rbp_hmap_get(&l->states, (uint64_t)th->tid, &state) && state == 'R';
+			if (!on)
 				continue;
 			flags |= RBP_SAMPLE_ONCPU;
 		}

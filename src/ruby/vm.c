@@ -78,6 +78,8 @@ int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_sta
 	err = rbp_pause(vm->t->pid, &pause);
 	if (!err) {
 		err = rbp_vm_read_stacks(vm, out);
+		for (size_t i = 0; !err && i < out->n_threads; i++)
+			out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
 		rbp_resume(pause);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -74,6 +74,8 @@ struct rbp_thread {
 	const char *name;     /* Thread#name, NULL when unset */
 	uint8_t is_main;      /* the VM's main thread */
 	uint8_t has_gvl;      /* holds the global VM lock right now */
+	int8_t running;       /* 1 running, 0 blocked in a system call, -1 unknown
+				 * (known only when read paused) */
 	int err;              /* RBP_OK, or why this thread's stack could not be read */
 	size_t first_frame;   /* index of the innermost frame in rbp_stacks.frames */
 	size_t n_frames;

@@ -490,6 +490,7 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 		t->addr = ths[i];
 		t->is_main = ths[i] == main_th;
 		t->has_gvl = ths[i] == gvl;
+		t->running = -1;
 		t->first_frame = out->n_frames;
 		t->err = read_thread(vm, ths[i], t, &ec);
 		if (!t->err)

@@ -177,6 +177,18 @@ static void test_pause_resume(pid_t pid)
 		b = counter(r, 0);
 		CHECK(a == b);
 	}
+	TEST("what each thread was doing when paused") {
+		/* the child's main thread waits in pause(); the others spin */
+		pid_t *tids = NULL;
+		size_t n = 0, running = 0;
+		CHECK_EQ_INT(rbp_pause_running(p, pid), 0);
+		CHECK_EQ_INT(rbp_task_list(pid, &tids, &n), RBP_OK);
+		for (size_t i = 0; i < n; i++)
+			running += tids[i] != pid && rbp_pause_running(p, tids[i]) == 1;
+		CHECK_EQ_INT(running, NSPIN);
+		CHECK_EQ_INT(rbp_pause_running(p, 1), -1);
+		free(tids);
+	}
 	TEST("pausing twice: already traced") {
 		CHECK_EQ_INT(rbp_pause(pid, &p2), RBP_EPTRACE);
 		CHECK(p2 == NULL);
