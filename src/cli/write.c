@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -37,21 +38,45 @@ int cli_check_writable(const char *path)
 	return rc;
 }
 
+/* Write to a stream we do not own (stdout, a device, a FIFO) in place. */
+static int write_in_place(const struct rbp_profile *p, const struct rbp_format *f,
+			  const struct rbp_output_opts *oo, FILE *out, const char *what)
+{
+	int err = f->write(p, oo, out);
+
+	if (!err && fflush(out))
+		err = RBP_EIO;
+	if (err)
+		fprintf(stderr, "rbpeek: error: writing %s output to %s: %s\n", f->name, what,
+			rbp_strerror(err));
+	return err ? EXIT_OUTPUT : 0;
+}
+
 int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
 		   const struct rbp_output_opts *oo, const char *path)
 {
 	char tmp[4200];
+	struct stat st;
 	FILE *out;
-	int err;
+	int err, rc;
 
-	if (!strcmp(path, "-")) {
-		err = f->write(p, oo, stdout);
-		if (!err && fflush(stdout))
-			err = RBP_EIO;
-		if (err)
-			fprintf(stderr, "rbpeek: error: writing %s output to stdout: %s\n", f->name,
-				rbp_strerror(err));
-		return err ? EXIT_OUTPUT : 0;
+	if (!strcmp(path, "-"))
+		return write_in_place(p, f, oo, stdout, "stdout");
+	/*
+	 * A device or FIFO (/dev/null, /dev/stdout, a pipe) is written in
+	 * place: renaming a temporary file over it would replace the node.
+	 */
+	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+		if (!(out = fopen(path, "wb"))) {
+			fprintf(stderr, "rbpeek: error: cannot open '%s': %s\n", path, strerror(errno));
+			return EXIT_OUTPUT;
+		}
+		rc = write_in_place(p, f, oo, out, path);
+		if (fclose(out) && !rc) {
+			fprintf(stderr, "rbpeek: error: writing '%s': %s\n", path, strerror(errno));
+			rc = EXIT_OUTPUT;
+		}
+		return rc;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
 	if (!(out = fopen(tmp, "wb"))) {
