@@ -311,8 +311,10 @@ static int should_stop(void *ctx)
 
 /*
  * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
- * with "-2", "-3", ... before the extension when that file exists already,
- * so two recordings in the same second do not overwrite each other.
+ * with "-2", "-3", ... before the extension when that name is taken.  The
+ * name is reserved by creating it (O_EXCL), so two recordings finishing at
+ * the same instant cannot pick the same one; the writer then replaces the
+ * empty file.
  */
 static void default_output(char *buf, size_t n, const char *dir, int pid, const char *ext)
 {
@@ -321,27 +323,52 @@ static void default_output(char *buf, size_t n, const char *dir, int pid, const 
 
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
 	snprintf(buf, n, "%s%srbpeek-%d-%s.%s", dir, *dir ? "/" : "", pid, stamp, ext);
-	for (int i = 2; !access(buf, F_OK) && i < 1000; i++)
+	for (int i = 2; i < 1000; i++) {
+		int fd = open(buf, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			close(fd);
+			return;
+		}
+		if (errno != EEXIST)
+			return;   /* the writer will report why it cannot create it */
 		snprintf(buf, n, "%s%srbpeek-%d-%s-%d.%s", dir, *dir ? "/" : "", pid, stamp, i, ext);
+	}
+}
+
+/* mkdir -p; 0 when path is a directory afterwards. */
+static int make_dirs(char *path)
+{
+	struct stat st;
+
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		mkdir(path, 0755);
+		*p = '/';
+	}
+	mkdir(path, 0755);
+	return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
 }
 
 /* $XDG_CACHE_HOME/rbpeek or ~/.cache/rbpeek, created if needed. */
 static int cache_dir(char *buf, size_t n)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char parent[4096];
+	int len;
 
 	if (xdg && *xdg)
-		snprintf(parent, sizeof(parent), "%s", xdg);
+		len = snprintf(buf, n, "%s/rbpeek", xdg);
 	else if (home && *home)
-		snprintf(parent, sizeof(parent), "%s/.cache", home);
+		len = snprintf(buf, n, "%s/.cache/rbpeek", home);
 	else
+		len = snprintf(buf, n, "%s", "");
+	if (len <= 0 || len >= (int)n || make_dirs(buf) || access(buf, W_OK | X_OK)) {
+		fprintf(stderr, "rbpeek: warning: no raw profile kept: cannot use the cache directory "
+			"'%s'%s\n", *buf ? buf : "(no $XDG_CACHE_HOME or $HOME)",
+			*buf ? ": set XDG_CACHE_HOME to a writable directory" : "");
 		return -1;
-	mkdir(parent, 0755);
-	if (snprintf(buf, n, "%s/rbpeek", parent) >= (int)n)
-		return -1;
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -1;
+	}
 	return 0;
 }
 
@@ -494,7 +521,15 @@ int cmd_record(int argc, char **argv)
 cleanup:
 	rbp_vm_free(vm);
 	rbp_target_close(t);
-	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION)
+	/*
+	 * A program we started ends with us when we were told to stop (the
+	 * signal is passed on: Ctrl-C in a terminal reaches it anyway); after
+	 * --duration it runs on.
+	 */
+	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION) {
+		if (stop_requested)
+			kill(child_pid, stop_requested);
 		waitpid(child_pid, NULL, 0);
+	}
 	return rc;
 }
