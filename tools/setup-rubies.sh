@@ -10,7 +10,9 @@
 # Versions: 2.7 (bullseye, ruby2.7), 3.3 (trixie, ruby3.3), 3.4 (sid plus
 # experimental, ruby3.4).  Each chroot is made with debootstrap
 # --variant=minbase (about 25 s) plus the Ruby package; a file READY marks
-# a complete one, so an interrupted run is redone, never half used.
+# a complete one, so an interrupted run is redone, never half used.  A
+# first run takes minutes: in CI, run it as a step of its own (cached)
+# before tests/run, whose per-file timeout it would otherwise eat.
 set -euo pipefail
 
 root=${RBPEEK_CHROOTS:-/var/cache/rbpeek/chroots}
@@ -33,12 +35,21 @@ command -v debootstrap >/dev/null || {
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap
 }
 
+# Unmount what an interrupted run left mounted under $1 (debootstrap mounts
+# proc and sys in the chroot), deepest first, so that rm -rf stays inside it.
+unmount_under() {
+	local m
+	awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
+		while read -r m; do umount -l "$m" || true; done
+}
+
 make_one() {
 	local v=$1 suite dir
 	suite=$(suite_of "$v") || { echo "setup-rubies.sh: unknown version $v" >&2; return 1; }
 	dir=$root/$v
 	[ -f "$dir/READY" ] && return 0
 	echo "setup-rubies.sh: making $suite chroot for ruby $v in $dir" >&2
+	unmount_under "$dir"
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$root/$v.log" 2>&1
@@ -59,6 +70,9 @@ make_one() {
 }
 
 mkdir -p "$root"
+# One run at a time (two test files may both ask): the others wait for it.
+exec 9>"$root/.lock"
+flock -w 1800 9 || { echo "setup-rubies.sh: $root/.lock still held after 30 min" >&2; exit 1; }
 status=0
 for v in "${@:-${all[@]}}"; do
 	make_one "$v" || { echo "setup-rubies.sh: ruby $v failed, see $root/$v.log" >&2; status=1; }

@@ -575,6 +575,7 @@ int rbp_target_open_core(const char *path, const char *sysroot,
 	}
 	t->is_core = 1;
 	t->pid = cn.pid ? cn.pid : (cn.ntids ? cn.tids[0] : 0);
+	t->ns_pid = t->pid;
 	memcpy(t->core_comm, cn.comm, sizeof(t->core_comm));
 	snprintf(t->root, sizeof(t->root), "%s", sysroot ? sysroot : "");
 	*out = t;

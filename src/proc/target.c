@@ -25,6 +25,66 @@ static int proc_errno(int e)
 }
 
 /* *out owned by the caller (rbp_target_close). */
+/*
+ * The last number of the NSpid line of /proc/PID/task/TID/status: the id
+ * in the innermost PID namespace; tid itself when there is no such line.
+ */
+static pid_t ns_last(pid_t pid, pid_t tid)
+{
+	char path[64], line[256];
+	pid_t last = tid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (!(f = fopen(path, "r")))
+		return tid;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		char *p = line + 6, *end;
+		for (long v; (v = strtol(p, &end, 10)), end != p; p = end)
+			last = (pid_t)v;
+		break;
+	}
+	fclose(f);
+	return last;
+}
+
+/* Rebuild t->ns_map from the NSpid lines of every task. */
+static void load_ns_map(struct rbp_target *t)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+
+	free(t->ns_map);
+	t->ns_map = NULL;
+	t->n_ns_map = 0;
+	if (rbp_task_list(t->pid, &tids, &n) || !(t->ns_map = calloc(2 * n + 2, sizeof(pid_t)))) {
+		free(tids);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		t->ns_map[2 * i] = tids[i];
+		t->ns_map[2 * i + 1] = ns_last(t->pid, tids[i]);
+	}
+	t->n_ns_map = n;
+	free(tids);
+}
+
+pid_t rbp_target_our_tid(struct rbp_target *t, pid_t ns_tid)
+{
+	if (t->is_core || t->ns_pid == t->pid || ns_tid <= 0)
+		return ns_tid;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < t->n_ns_map; i++)
+			if (t->ns_map[2 * i + 1] == ns_tid)
+				return t->ns_map[2 * i];
+		if (!pass)
+			load_ns_map(t);   /* a thread created since the last look */
+	}
+	return 0;
+}
+
 int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 {
 	struct rbp_target *t;
@@ -46,6 +106,7 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 	if (!t)
 		return RBP_ENOMEM;
 	t->pid = pid;
+	t->ns_pid = ns_last(pid, pid);
 	snprintf(t->root, sizeof(t->root), "/proc/%d/root", (int)pid);
 	err = rbp_maps_read_pid(pid, &t->maps);
 	if (!err)
@@ -63,6 +124,7 @@ void rbp_target_close(struct rbp_target *t)
 {
 	if (!t)
 		return;
+	free(t->ns_map);
 	rbp_reader_close(t->mem);
 	rbp_maps_free(&t->maps);
 	free(t->core_tids);

@@ -32,6 +32,11 @@ struct rbp_target {
 	pid_t *core_tids;        /* cores: thread ids from NT_PRSTATUS, in note order */
 	size_t n_core_tids;
 	char core_comm[17];      /* cores: NT_PRPSINFO pr_fname */
+	pid_t ns_pid;            /* the PID as the process sees itself (its PID
+				  * namespace's view: 1 for a container's init); = pid
+				  * outside containers and for cores */
+	pid_t *ns_map;           /* pairs (our tid, its tid in its namespace), cached */
+	size_t n_ns_map;
 };
 
 /* Open a live process.  RBP_ENOPROC / RBP_EPERM on failure. */
@@ -40,6 +45,13 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out);
 int rbp_target_open_core(const char *path, const char *sysroot,
 			 struct rbp_target **out);
 void rbp_target_close(struct rbp_target *t);
+
+/*
+ * A thread id as the target sees it (in its own PID namespace, as Ruby
+ * records it) turned into ours; 0 when no task of the target has it.  The
+ * identity outside containers.
+ */
+pid_t rbp_target_our_tid(struct rbp_target *t, pid_t ns_tid);
 
 /* Build "<root><path>" into buf (size n); RBP_EINVAL if it does not fit. */
 int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,

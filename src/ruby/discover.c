@@ -337,6 +337,18 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 
 	if ((err = find_module(vm)) || (err = read_version(vm)))
 		return err;
+	/*
+	 * One read of the target's memory before anything else: without the
+	 * right to read it (no CAP_SYS_PTRACE in a container, another user's
+	 * process) say so, rather than "VM not found" later.
+	 */
+	uint64_t vaddr;
+	uint8_t byte;
+	if (!rbp_elf_symbol(vm->elf, "ruby_version", &vaddr, NULL)) {
+		err = rv_read(vm, vaddr + vm->info.ruby_bias, &byte, 1);
+		if (err == RBP_EPERM || err == RBP_ENOPROC)
+			return err;
+	}
 	vm->info.version = vm->version;
 	vm->discovery = opts && opts->discovery ? opts->discovery :
 			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;

@@ -253,15 +253,17 @@ static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
 	}
 	if (out->tid < 0)
 		out->tid = 0;
+	/* Ruby records ids as its own PID namespace sees them (a container) */
+	out->tid = rbp_target_our_tid(vm->t, out->tid);
 	return RBP_OK;
 }
 
-/* 1 when tid is a thread of the target. */
+/* 1 when tid (in the target's own PID namespace) is a thread of the target. */
 static int is_task(struct rbp_vm *vm, int32_t tid)
 {
 	char path[64];
 
-	if (tid <= 0)
+	if (tid <= 0 || !(tid = rbp_target_our_tid(vm->t, tid)))
 		return 0;
 	if (vm->t->is_core) {
 		for (size_t i = 0; i < vm->t->n_core_tids; i++)
@@ -292,15 +294,23 @@ static void find_pthread_tid(struct rbp_vm *vm, const uint64_t *ths, size_t n)
 	    rv_word(vm, ths[0] + L->thread_id, &pt) || rv_read(vm, pt, desc, sizeof(desc)))
 		return;
 	for (size_t off = 16; off + 4 <= sizeof(desc); off += 4) {
-		if ((int32_t)rv_u32(desc, (int16_t)off) != (int32_t)vm->t->pid)
+		/* the process's own PID as it sees it (1 for a container's init) */
+		if ((int32_t)rv_u32(desc, (int16_t)off) != (int32_t)vm->t->ns_pid)
 			continue;
 		int ok = 1, others = 0;
+		int32_t seen[64];
 		for (size_t i = 1; i < n && ok; i++) {
 			uint64_t opt;
 			int32_t tid;
 			if (rv_word(vm, ths[i] + L->thread_id, &opt) || !opt)
 				continue;   /* not started yet */
-			ok = !rv_read(vm, opt + off, &tid, 4) && is_task(vm, tid);
+			ok = !rv_read(vm, opt + off, &tid, 4) && is_task(vm, tid) &&
+			     tid != (int32_t)vm->t->ns_pid;
+			/* distinct threads have distinct ids: a constant field is not it */
+			for (int k = 0; ok && k < others && k < 64; k++)
+				ok = seen[k] != tid;
+			if (ok && others < 64)
+				seen[others] = tid;
 			others += ok;
 		}
 		if (ok) {
@@ -342,8 +352,16 @@ static int copy_stack(struct rbp_vm *vm, uint64_t lo_limit, uint64_t hi_limit, s
 	return RBP_OK;
 }
 
-/* One control frame -> at most one rbp_frame appended to out. */
-static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *out)
+/*
+ * One control frame -> at most one rbp_frame appended to out.
+ *
+ * Ruby 3.4 stopped showing "rescue in"/"ensure in" frames in backtraces
+ * (Feature #20275): the method shows the line of its rescue or ensure
+ * clause instead.  On 3.4+ we do the same: such a frame is dropped and its
+ * line carried (*carry) to the next Ruby frame out, its method.
+ */
+static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *out,
+		      int32_t *carry)
 {
 	const struct rbp_layout *L = vm->L;
 	uint64_t pc = rv_u64(cfp, L->cfp_pc), iseq = rv_u64(cfp, L->cfp_iseq);
@@ -372,6 +390,16 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		/* the VM's bootstrap "top" frames have no code and no line */
 		if (info->type == L->iseq_type_top && f.line == 0)
 			return RBP_OK;
+		if ((info->type == L->iseq_type_rescue || info->type == L->iseq_type_ensure) &&
+		    (L->major > 3 || (L->major == 3 && L->minor >= 4))) {
+			if (!*carry)
+				*carry = f.line;
+			return RBP_OK;
+		}
+		if (*carry) {
+			f.line = *carry;
+			*carry = 0;
+		}
 		f.label = ruby_label(vm, iseq, info, ep);
 	}
 	if ((err = grow((void **)&out->frames, &out->cap_frames, out->n_frames + 1,
@@ -424,8 +452,9 @@ static int walk_thread(struct rbp_vm *vm, uint64_t ec, struct rbp_stacks *out)
 		return err;
 	if ((err = copy_stack(vm, stack, cfp, n)))
 		return err;
+	int32_t carry = 0;
 	for (size_t i = 0; i < n; i++)
-		if ((err = walk_frame(vm, vm->cfp_buf + i * L->cfp_size, out)))
+		if ((err = walk_frame(vm, vm->cfp_buf + i * L->cfp_size, out, &carry)))
 			return err;
 	return RBP_OK;
 }
