@@ -70,6 +70,7 @@ int cmd_inspect(int argc, char **argv)
 	printf("layout:          %s\n", in->layout_version);
 	printf("ruby lives in:   %s (load bias 0x%llx)\n", in->ruby_path,
 	       (unsigned long long)in->ruby_bias);
+	printf("debug info:      %s\n", *in->debug_path ? in->debug_path : "(none used)");
 	printf("vm:              0x%llx (found by %s)\n", (unsigned long long)in->vm_addr,
 	       in->vm_method);
 	printf("symbol table:    0x%llx (found by %s)\n", (unsigned long long)in->symbols_addr,

@@ -594,3 +594,32 @@ uint64_t rbp_elf_file_size(const struct rbp_elf *e)
 {
 	return e->size;
 }
+
+/* Find NT_GNU_BUILD_ID (type 3, owner "GNU") in the PT_NOTE segments. */
+int rbp_elf_build_id(struct rbp_elf *e, uint8_t *buf, size_t cap, size_t *len)
+{
+	for (size_t i = 0; i < e->phnum; i++) {
+		const struct rbp_elf_phdr *ph = &e->ph[i];
+		unsigned char notes[4096];
+		size_t n = ph->filesz < sizeof(notes) ? (size_t)ph->filesz : sizeof(notes);
+
+		if (ph->type != 4 /* PT_NOTE */ || rbp_elf_pread(e, ph->offset, notes, n))
+			continue;
+		for (size_t off = 0; off + 12 <= n;) {
+			uint32_t namesz = get32(notes + off), descsz = get32(notes + off + 4);
+			uint32_t type = get32(notes + off + 8);
+			size_t name_off = off + 12, desc_off = name_off + ((namesz + 3u) & ~3u);
+			if (namesz > n || descsz > n || desc_off + descsz > n)
+				break;
+			if (type == 3 && namesz == 4 && !memcmp(notes + name_off, "GNU", 4)) {
+				if (descsz > cap)
+					return RBP_EINVAL;
+				memcpy(buf, notes + desc_off, descsz);
+				*len = descsz;
+				return RBP_OK;
+			}
+			off = desc_off + ((descsz + 3u) & ~3u);
+		}
+	}
+	return RBP_ENOSYM;
+}

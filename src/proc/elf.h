@@ -27,6 +27,12 @@ int rbp_elf_symbol(struct rbp_elf *e, const char *name, uint64_t *vaddr,
 /* 1 when the file has a (non-empty) .symtab section. */
 int rbp_elf_has_symtab(const struct rbp_elf *e);
 
+/*
+ * The GNU build-id (NT_GNU_BUILD_ID note) into buf; *len its length.
+ * RBP_ENOSYM when the file has none.
+ */
+int rbp_elf_build_id(struct rbp_elf *e, uint8_t *buf, size_t cap, size_t *len);
+
 /* Lowest PT_LOAD p_vaddr rounded down to its alignment (0 for most DSOs). */
 uint64_t rbp_elf_base_vaddr(const struct rbp_elf *e);
 /*

@@ -114,14 +114,52 @@ static int read_version(struct rbp_vm *vm)
 	return RBP_OK;
 }
 
-/* Runtime address of a symbol of the Ruby file. */
+/* Runtime address of a symbol of the Ruby file (or of its debug info). */
 static int ruby_sym(struct rbp_vm *vm, const char *name, uint64_t *addr)
 {
 	uint64_t vaddr;
 	int err = rbp_elf_symbol(vm->elf, name, &vaddr, NULL);
+	if (err && vm->debug_elf)
+		err = rbp_elf_symbol(vm->debug_elf, name, &vaddr, NULL);
 	if (!err)
 		*addr = vaddr + vm->info.ruby_bias;
 	return err;
+}
+
+/*
+ * Split debug info, for a stripped Ruby: the file the distribution's -dbg
+ * package installs under /usr/lib/debug/.build-id/XX/YYYY.debug, named by
+ * the build-id; looked for in the target's root first, then in ours, and
+ * used only when its build-id matches.
+ */
+static void open_debug_info(struct rbp_vm *vm)
+{
+	uint8_t id[64], id2[64];
+	size_t len, len2;
+	char rel[200], path[4400];
+	struct rbp_elf *dbg;
+
+	if (rbp_elf_has_symtab(vm->elf) || rbp_elf_build_id(vm->elf, id, sizeof(id), &len) ||
+	    len < 2)
+		return;
+	int n = snprintf(rel, sizeof(rel), "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (size_t i = 1; i < len; i++)
+		n += snprintf(rel + n, sizeof(rel) - (size_t)n, "%02x", id[i]);
+	snprintf(rel + n, sizeof(rel) - (size_t)n, ".debug");
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0 ? rbp_target_path(vm->t, rel, path, sizeof(path)) :
+				snprintf(path, sizeof(path), "%s", rel) < 0)
+			continue;
+		if (rbp_elf_open(path, &dbg))
+			continue;
+		if (!rbp_elf_build_id(dbg, id2, sizeof(id2), &len2) && len2 == len &&
+		    !memcmp(id, id2, len) && rbp_elf_has_symtab(dbg)) {
+			vm->debug_elf = dbg;
+			vm->info.debug_path = rbp_strpool_intern0(&vm->pool, path);
+			return;
+		}
+		rbp_elf_close(dbg);
+	}
 }
 
 /* vm -> main thread -> back to vm; a thread count that makes sense. */
@@ -350,6 +388,7 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 			return err;
 	}
 	vm->info.version = vm->version;
+	open_debug_info(vm);
 	vm->discovery = opts && opts->discovery ? opts->discovery :
 			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;
 	want = opts && opts->force_version ? opts->force_version : vm->version;

@@ -44,6 +44,7 @@ struct rbp_vm {
 	struct rbp_vm_info info;
 	struct rbp_strpool pool;        /* every string handed out */
 	struct rbp_elf *elf;            /* the file Ruby lives in */
+	struct rbp_elf *debug_elf;      /* its split debug info, when installed */
 	char version[32];
 
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */

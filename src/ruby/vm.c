@@ -15,7 +15,7 @@ int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 	if (!vm)
 		return RBP_ENOMEM;
 	vm->t = t;
-	vm->info.vm_method = vm->info.symbols_method = "";
+	vm->info.vm_method = vm->info.symbols_method = vm->info.debug_path = "";
 	err = rv_discover(vm, opts);
 	if (opts)
 		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));
@@ -32,6 +32,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	if (!vm)
 		return;
 	rbp_elf_close(vm->elf);
+	rbp_elf_close(vm->debug_elf);
 	rbp_hmap_clear(&vm->id_names);
 	rbp_hmap_clear(&vm->class_paths);
 	rbp_hmap_clear(&vm->iseq_index);

@@ -44,6 +44,7 @@ struct rbp_vm_info {
 	const char *layout_version; /* the layout table entry in use */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */
+	const char *debug_path;     /* split debug info used for symbols, "" none */
 	uint64_t vm_addr;           /* rb_vm_t */
 	const char *vm_method;      /* "symbol ruby_current_vm_ptr", ... */
 	uint64_t symbols_addr;      /* global symbol table */

@@ -86,8 +86,54 @@ static void patch(const char *path, uint64_t off, const void *bytes, size_t n)
 	close(fd);
 }
 
+/* The build-id readelf reports for path, as lowercase hex; "" if none. */
+static void readelf_build_id(const char *path, char *hex, size_t cap)
+{
+	char cmd[4200], line[256];
+	FILE *f;
+
+	hex[0] = 0;
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' 2>/dev/null", path);
+	if (!(f = popen(cmd, "r")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "Build ID: ");
+		if (p && sscanf(p + 10, "%127s", hex) == 1 && strlen(hex) < cap)
+			break;
+		hex[0] = 0;
+	}
+	pclose(f);
+}
+
+static void test_build_id(void)
+{
+	char want[128], got[128] = "";
+	uint8_t id[64];
+	size_t len = 0;
+	struct rbp_elf *e = NULL;
+
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = 0;
+	readelf_build_id(self, want, sizeof(want));
+	TEST("build-id matches readelf") {
+		CHECK_EQ_INT(rbp_elf_open("/proc/self/exe", &e), RBP_OK);
+		if (!want[0]) {
+			CHECK_EQ_INT(rbp_elf_build_id(e, id, sizeof(id), &len), RBP_ENOSYM);
+		} else {
+			CHECK_EQ_INT(rbp_elf_build_id(e, id, sizeof(id), &len), RBP_OK);
+			for (size_t i = 0; i < len && 2 * i + 2 < sizeof(got); i++)
+				snprintf(got + 2 * i, 3, "%02x", id[i]);
+			CHECK_EQ_STR(got, want);
+			CHECK_EQ_INT(rbp_elf_build_id(e, id, 4, &len), RBP_EINVAL);
+		}
+		rbp_elf_close(e);
+	}
+}
+
 int main(void)
 {
+	test_build_id();
 	struct rbp_maps m;
 	struct rbp_elf *exe = NULL, *libc = NULL;
 	uint64_t exe_bias = 0, libc_bias = 0, v, sz, marker_vaddr = 0;
