@@ -61,31 +61,18 @@ struct ctx {
 	struct rbp_hmap cost_index;
 };
 
+/* The shared function grouping (output.h), as callgrind functions. */
 static int functions(struct ctx *c)
 {
-	const struct rbp_profile *p = c->p;
-	struct rbp_hmap index = { 0 };
-	int err = RBP_OK;
+	struct rbp_function *fs;
+	int err = rbp_functions(c->p, c->func_of, &fs, &c->n_funcs);
 
-	for (uint32_t i = 0; i < p->n_frames && !err; i++) {
-		const struct rbp_pframe *f = &p->frames[i];
-		uint64_t key = rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), v;
-		while (rbp_hmap_get(&index, key, &v) &&
-		       (c->funcs[v].label != f->label || c->funcs[v].path != f->path))
-			key = rbp_mix64(key, 1);
-		if (rbp_hmap_get(&index, key, &v)) {
-			c->func_of[i] = (uint32_t)v;
-			if (f->first_line > 0 && (c->funcs[v].line <= 0 || f->first_line < c->funcs[v].line))
-				c->funcs[v].line = f->first_line;
-			continue;
-		}
-		c->funcs[c->n_funcs] = (struct func){ f->label, f->path,
-			f->first_line > 0 ? f->first_line : f->line, 0, 0, 0 };
-		c->func_of[i] = (uint32_t)c->n_funcs;
-		err = rbp_hmap_put(&index, key, c->n_funcs++);
-	}
-	rbp_hmap_clear(&index);
-	return err;
+	if (err)
+		return err;
+	for (size_t i = 0; i < c->n_funcs; i++)
+		c->funcs[i] = (struct func){ fs[i].label, fs[i].path, fs[i].line, 0, 0, 0 };
+	free(fs);
+	return RBP_OK;
 }
 
 static int add_cost(struct ctx *c, uint32_t func, int32_t line, uint32_t callee, uint64_t n)

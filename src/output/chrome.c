@@ -33,41 +33,6 @@
 #define RBP_VERSION "0.1.0"
 #endif
 
-/*
- * Function (label, path) of every frame: func_of[frame] = function index;
- * rep[function] = its first frame, line[function] = its first line (the
- * smallest known first_line, else the first frame's line).
- */
-static int functions(const struct rbp_profile *p, uint32_t *func_of, uint32_t *rep,
-		     int32_t *line, size_t *n_out)
-{
-	struct rbp_hmap index = { 0 };
-	size_t n = 0;
-	int err = RBP_OK;
-
-	for (uint32_t i = 0; i < p->n_frames && !err; i++) {
-		const struct rbp_pframe *f = &p->frames[i];
-		uint64_t key = rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), v;
-		/* probe on: equal keys of different functions get the next key */
-		while (rbp_hmap_get(&index, key, &v) &&
-		       (p->frames[rep[v]].label != f->label || p->frames[rep[v]].path != f->path))
-			key = rbp_mix64(key, 1);
-		if (rbp_hmap_get(&index, key, &v)) {
-			func_of[i] = (uint32_t)v;
-			if (f->first_line > 0 && (line[v] <= 0 || f->first_line < line[v]))
-				line[v] = f->first_line;
-			continue;
-		}
-		rep[n] = i;
-		line[n] = f->first_line > 0 ? f->first_line : f->line;
-		func_of[i] = (uint32_t)n;
-		err = rbp_hmap_put(&index, key, n++);
-	}
-	rbp_hmap_clear(&index);
-	*n_out = n;
-	return err;
-}
-
 static const char *category(uint8_t kind)
 {
 	switch (kind) {
@@ -120,18 +85,17 @@ int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *
 {
 	size_t nt = p->n_threads, nf = p->n_frames, n_funcs = 0, max_depth = 0;
 	uint32_t *func_of = calloc(nf + 1, sizeof(*func_of));
-	uint32_t *rep = calloc(nf + 1, sizeof(*rep));
-	int32_t *fline = calloc(nf + 1, sizeof(*fline));
+	struct rbp_function *funcs = NULL;
 	char **func_json = calloc(nf + 1, sizeof(*func_json));
 	struct rbp_thread_ord *ord = rbp_thread_order(p);
-	size_t *start = calloc(nt + 2, sizeof(*start));
-	uint32_t *by_thread = malloc((p->n_samples + 1) * sizeof(*by_thread));
+	size_t *start = NULL;
+	uint32_t *by_thread = NULL;
 	struct slice *open = NULL;
 	uint32_t *stack = NULL;
 	char part[64], name[1024];
 	int err = RBP_ENOMEM;
 
-	if (!func_of || !rep || !fline || !func_json || !ord || !start || !by_thread)
+	if (!func_of || !func_json || !ord || rbp_samples_by_thread(p, &start, &by_thread))
 		goto done;
 	for (size_t i = 0; i < p->n_nodes; i++)
 		if (p->nodes[i].depth > max_depth)
@@ -139,12 +103,12 @@ int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *
 	if (!(open = malloc((max_depth + 1) * sizeof(*open))) ||
 	    !(stack = malloc((max_depth + 1) * sizeof(*stack))))
 		goto done;
-	if ((err = functions(p, func_of, rep, fline, &n_funcs)))
+	if ((err = rbp_functions(p, func_of, &funcs, &n_funcs)))
 		goto done;
 	err = RBP_ENOMEM;
 	/* "name":...,"cat":...,"args":{...}} of each function, rendered once */
 	for (size_t i = 0; i < n_funcs; i++) {
-		const struct rbp_pframe *f = &p->frames[rep[i]];
+		const struct rbp_pframe *f = &p->frames[funcs[i].rep];
 		size_t len = 0;
 		FILE *m = open_memstream(&func_json[i], &len);
 		if (!m)
@@ -155,22 +119,13 @@ int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *
 		if (f->path[0] && f->kind != RBP_PFRAME_THREAD && f->kind != RBP_PFRAME_PROCESS) {
 			fputs("\"file\":", m);
 			rbp_json_string(m, f->path);
-			fprintf(m, ",\"line\":%d", (int)fline[i]);
+			fprintf(m, ",\"line\":%d", (int)funcs[i].line);
 		}
 		fputs("}}", m);
 		if (fclose(m))
 			goto done;
 	}
 
-	for (size_t i = 0; i < p->n_samples; i++)
-		start[p->samples[i].thread + 1]++;
-	for (size_t i = 0; i < nt; i++)
-		start[i + 1] += start[i];
-	for (size_t i = 0; i < p->n_samples; i++)
-		by_thread[start[p->samples[i].thread]++] = (uint32_t)i;
-	for (size_t i = nt; i > 0; i--)
-		start[i] = start[i - 1];
-	start[0] = 0;
 
 	uint64_t interval = p->meta.rate_hz ? 1000000000ull / p->meta.rate_hz : 0;
 
@@ -252,8 +207,7 @@ done:
 			free(func_json[i]);
 	free(func_json);
 	free(func_of);
-	free(rep);
-	free(fline);
+	free(funcs);
 	free(ord);
 	free(start);
 	free(by_thread);

@@ -7,6 +7,7 @@
 
 #include "output/output.h"
 #include "util/err.h"
+#include "util/hmap.h"
 
 const struct rbp_format rbp_formats[] = {
 	{ "flamegraph", "svg", "interactive flame graph (SVG, opens in any browser)", rbp_write_flamegraph },
@@ -68,6 +69,65 @@ struct rbp_thread_ord *rbp_thread_order(const struct rbp_profile *p)
 		ord[i] = (struct rbp_thread_ord){ p->threads[i].pid, p->threads[i].tid, (uint32_t)i };
 	qsort(ord, p->n_threads, sizeof(*ord), cmp_thread);
 	return ord;
+}
+
+int rbp_functions(const struct rbp_profile *p, uint32_t *func_of, struct rbp_function **funcs,
+		  size_t *n_out)
+{
+	struct rbp_hmap index = { 0 };
+	struct rbp_function *v = calloc(p->n_frames + 1, sizeof(*v));
+	size_t n = 0;
+	int err = v ? RBP_OK : RBP_ENOMEM;
+
+	for (uint32_t i = 0; i < p->n_frames && !err; i++) {
+		const struct rbp_pframe *f = &p->frames[i];
+		uint64_t key = rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), k;
+		/* strings are interned: compare pointers; probe on past other functions */
+		while (rbp_hmap_get(&index, key, &k) && (v[k].label != f->label || v[k].path != f->path))
+			key = rbp_mix64(key, 1);
+		if (rbp_hmap_get(&index, key, &k)) {
+			func_of[i] = (uint32_t)k;
+			if (f->first_line > 0 && (v[k].first_line <= 0 || f->first_line < v[k].first_line))
+				v[k].first_line = v[k].line = f->first_line;
+			continue;
+		}
+		v[n] = (struct rbp_function){ f->label, f->path, f->first_line > 0 ? f->first_line : 0,
+					      f->first_line > 0 ? f->first_line : f->line, i };
+		func_of[i] = (uint32_t)n;
+		err = rbp_hmap_put(&index, key, n++);
+	}
+	rbp_hmap_clear(&index);
+	if (err) {
+		free(v);
+		return err;
+	}
+	*funcs = v;
+	*n_out = n;
+	return RBP_OK;
+}
+
+int rbp_samples_by_thread(const struct rbp_profile *p, size_t **start_out, uint32_t **by_out)
+{
+	size_t nt = p->n_threads, *start = calloc(nt + 2, sizeof(*start));
+	uint32_t *by = malloc((p->n_samples + 1) * sizeof(*by));
+
+	if (!start || !by) {
+		free(start);
+		free(by);
+		return RBP_ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_samples; i++)
+		start[p->samples[i].thread + 1]++;
+	for (size_t i = 0; i < nt; i++)
+		start[i + 1] += start[i];
+	for (size_t i = 0; i < p->n_samples; i++)
+		by[start[p->samples[i].thread]++] = (uint32_t)i;
+	for (size_t i = nt; i > 0; i--)
+		start[i] = start[i - 1];
+	start[0] = 0;
+	*start_out = start;
+	*by_out = by;
+	return RBP_OK;
 }
 
 int rbp_frame_name(const struct rbp_pframe *f, char *buf, size_t cap)

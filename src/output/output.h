@@ -42,6 +42,32 @@ int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_outp
 int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 
+/*
+ * Frames grouped into functions: frames with the same label and path (they
+ * differ by line) are one function.  The shared notion of "function" of
+ * summary, pprof, callgrind and chrome.
+ */
+struct rbp_function {
+	const char *label, *path;
+	int32_t first_line;  /* smallest known first line of the function, 0 unknown */
+	int32_t line;        /* first_line, or the line of its first frame when unknown */
+	uint32_t rep;        /* its first frame */
+};
+/*
+ * func_of[frame] (caller's array of p->n_frames + 1) gets each frame's
+ * function index; *funcs (malloc'd, *n entries, in order of first frame)
+ * describes them.  RBP_ENOMEM.
+ */
+int rbp_functions(const struct rbp_profile *p, uint32_t *func_of, struct rbp_function **funcs,
+		  size_t *n);
+
+/*
+ * Samples grouped by thread, each group in time order (a counting sort):
+ * the samples of thread t are by_thread[start[t] .. start[t + 1]).  Both
+ * arrays malloc'd (start: n_threads + 1 entries).  RBP_ENOMEM.
+ */
+int rbp_samples_by_thread(const struct rbp_profile *p, size_t **start, uint32_t **by_thread);
+
 /* A thread in the order every writer lists threads: by pid, then tid. */
 struct rbp_thread_ord {
 	int32_t pid, tid;

@@ -142,33 +142,19 @@ static int cmp_agg(const void *a, const void *b)
 	return (x->node > y->node) - (x->node < y->node);
 }
 
+/* The shared function grouping (output.h), as pprof Functions. */
 static int functions(const struct rbp_profile *p, struct func *funcs, uint32_t *func_of,
 		     size_t *n_out)
 {
-	struct rbp_hmap index = { 0 };
-	size_t n = 0;
-	int err = RBP_OK;
+	struct rbp_function *fs;
+	int err = rbp_functions(p, func_of, &fs, n_out);
 
-	for (uint32_t i = 0; i < p->n_frames && !err; i++) {
-		const struct rbp_pframe *f = &p->frames[i];
-		uint64_t key = rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), v;
-		while (rbp_hmap_get(&index, key, &v) &&
-		       (funcs[v].label != f->label || funcs[v].path != f->path))
-			key = rbp_mix64(key, 1);
-		if (rbp_hmap_get(&index, key, &v)) {
-			func_of[i] = (uint32_t)v;
-			if (f->first_line > 0 &&
-			    (funcs[v].start_line <= 0 || f->first_line < funcs[v].start_line))
-				funcs[v].start_line = f->first_line;
-			continue;
-		}
-		funcs[n] = (struct func){ f->label, f->path, f->first_line, 0 };
-		func_of[i] = (uint32_t)n;
-		err = rbp_hmap_put(&index, key, n++);
-	}
-	rbp_hmap_clear(&index);
-	*n_out = n;
-	return err;
+	if (err)
+		return err;
+	for (size_t i = 0; i < *n_out; i++)
+		funcs[i] = (struct func){ fs[i].label, fs[i].path, fs[i].first_line, 0 };
+	free(fs);
+	return RBP_OK;
 }
 
 /* Distinct (thread, node) pairs with their sample counts. */

@@ -72,13 +72,13 @@ int rbp_write_speedscope(const struct rbp_profile *p, const struct rbp_output_op
 {
 	size_t nt = p->n_threads, max_depth = 0, line_cap = 0;
 	struct rbp_thread_ord *ord = rbp_thread_order(p);
-	size_t *start = calloc(nt + 2, sizeof(*start));
-	uint32_t *by_thread = malloc((p->n_samples + 1) * sizeof(*by_thread));
+	size_t *start = NULL;
+	uint32_t *by_thread = NULL;
 	uint32_t *stack = NULL;
 	char *line = NULL, weight[32], name[1024];
 	int err = RBP_ENOMEM;
 
-	if (!ord || !start || !by_thread)
+	if (!ord || rbp_samples_by_thread(p, &start, &by_thread))
 		goto done;
 	for (size_t i = 0; i < p->n_nodes; i++)
 		if (p->nodes[i].depth > max_depth)
@@ -87,16 +87,6 @@ int rbp_write_speedscope(const struct rbp_profile *p, const struct rbp_output_op
 	if (!(stack = malloc((max_depth + 1) * sizeof(*stack))) || !(line = malloc(line_cap)))
 		goto done;
 
-	/* samples grouped by thread, keeping their order (counting sort) */
-	for (size_t i = 0; i < p->n_samples; i++)
-		start[p->samples[i].thread + 1]++;
-	for (size_t i = 0; i < nt; i++)
-		start[i + 1] += start[i];
-	for (size_t i = 0; i < p->n_samples; i++)
-		by_thread[start[p->samples[i].thread]++] = (uint32_t)i;
-	for (size_t i = nt; i > 0; i--)
-		start[i] = start[i - 1];
-	start[0] = 0;
 
 
 	double interval = p->meta.rate_hz ? 1.0 / p->meta.rate_hz : 1.0;

@@ -34,39 +34,30 @@ static int cmp_row(const void *a, const void *b)
 	return (x->line > y->line) - (x->line < y->line);
 }
 
-/* Row index of every frame: per frame, or per (label, path) for functions. */
+/* Row index of every frame: per frame, or per function (output.h). */
 static struct row *make_rows(const struct rbp_profile *p, int by_line, uint32_t *row_of,
 			     size_t *n_rows)
 {
-	struct rbp_hmap index = { 0 };
-	struct row *rows = calloc(p->n_frames + 1, sizeof(*rows));
-	size_t n = 0;
+	struct rbp_function *funcs = NULL;
+	struct row *rows;
+	size_t n = p->n_frames;
 
-	if (!rows)
+	if (!by_line && rbp_functions(p, row_of, &funcs, &n))
 		return NULL;
-	for (size_t i = 0; i < p->n_frames; i++) {
-		const struct rbp_pframe *f = &p->frames[i];
-		uint64_t key = by_line ? i + 1 : rbp_mix64((uintptr_t)f->label, (uintptr_t)f->path), v;
-		if (!by_line && rbp_hmap_get(&index, key, &v)) {
-			row_of[i] = (uint32_t)v;
-			struct row *r = &rows[v];
-			if (!r->line || (f->first_line && f->first_line < r->line))
-				r->line = f->first_line;
-			continue;
+	if ((rows = calloc(n + 1, sizeof(*rows)))) {
+		for (size_t i = 0; i < n; i++) {
+			if (by_line) {
+				const struct rbp_pframe *f = &p->frames[i];
+				rows[i] = (struct row){ f->label, f->path, f->line, 0, 0, 0 };
+				row_of[i] = (uint32_t)i;
+			} else {
+				rows[i] = (struct row){ funcs[i].label, funcs[i].path, funcs[i].line,
+							0, 0, 0 };
+			}
 		}
-		rows[n] = (struct row){ f->label, f->path, by_line ? f->line : f->first_line, 0, 0, 0 };
-		if (!by_line && !rows[n].line)
-			rows[n].line = f->line;
-		row_of[i] = (uint32_t)n;
-		if (!by_line && rbp_hmap_put(&index, key, n)) {
-			free(rows);
-			rows = NULL;
-			break;
-		}
-		n++;
+		*n_rows = n;
 	}
-	rbp_hmap_clear(&index);
-	*n_rows = n;
+	free(funcs);
 	return rows;
 }
 
