@@ -320,7 +320,7 @@ check_pprof() {
 	fi
 	# the wall values: samples x period (10 ms at 100 Hz)
 	local wall
-	wall=$(HOME=$gohome GOCACHE=$gohome/cache timeout 120 go tool pprof -top -sample_index=wall -unit=ms \
+	wall=$(HOME=$gohome GOCACHE=$gohome/cache timeout 120 go tool pprof -top -sample_index=wall -unit=ms -nodefraction=0 \
 		"$work/x.pb.gz" 2>&1 | sed -n 's/.*Showing nodes accounting for \([0-9.]*\)ms.*/\1/p')
 	if [[ $wall == "$((samples * 10))" ]]; then
 		ok "pprof-wall: ${wall} ms = $samples x 10 ms"
