@@ -38,6 +38,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	rbp_hmap_clear(&vm->iseq_index);
 	rbp_hmap_clear(&vm->lines);
 	rbp_hmap_clear(&vm->me_labels);
+	rbp_hmap_clear(&vm->thread_names);
 	rbp_strpool_free(&vm->pool);
 	free(vm->iseqs);
 	free(vm->cfp_buf);

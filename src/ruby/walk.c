@@ -231,10 +231,18 @@ static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
 	if ((err = rv_read(vm, th, buf, span)))
 		return err;
 	*ec = L->thread_ec_embedded ? th + L->thread_ec : rv_u64(buf, L->thread_ec);
+	/*
+	 * Thread#name= stores a new frozen String, so the VALUE names its
+	 * contents: read each name once, not on every sample.
+	 */
 	out->name = NULL;
-	uint64_t name = rv_u64(buf, L->thread_name);
-	if (rv_type(vm, name, NULL) == L->t_string)
-		rv_string_intern(vm, name, &out->name);
+	uint64_t name = rv_u64(buf, L->thread_name), cached;
+	if (rbp_hmap_get(&vm->thread_names, name, &cached)) {
+		out->name = (const char *)(uintptr_t)cached;
+	} else if (rv_type(vm, name, NULL) == L->t_string &&
+		   !rv_string_intern(vm, name, &out->name)) {
+		rbp_hmap_put(&vm->thread_names, name, (uint64_t)(uintptr_t)out->name);
+	}
 	out->tid = 0;
 	if (L->thread_tid >= 0) {
 		out->tid = (pid_t)rv_u32(buf, L->thread_tid);
