@@ -31,6 +31,7 @@
 
 #include "output/output.h"
 #include "util/err.h"
+#include "util/vec.h"
 
 #ifndef RBP_VERSION
 #define RBP_VERSION "0.1.0"
@@ -87,14 +88,8 @@ static int add_cost(struct ctx *c, uint32_t func, int32_t line, uint32_t callee,
 		}
 		key = rbp_mix64(key, 1);
 	}
-	if (c->n_costs == c->cap_costs) {
-		size_t ncap = c->cap_costs ? c->cap_costs * 2 : 1024;
-		struct cost *nc = realloc(c->costs, ncap * sizeof(*nc));
-		if (!nc)
-			return RBP_ENOMEM;
-		c->costs = nc;
-		c->cap_costs = ncap;
-	}
+	if (rbp_grow(&c->costs, &c->cap_costs, c->n_costs + 1, sizeof(*c->costs)))
+		return RBP_ENOMEM;
 	c->costs[c->n_costs] = (struct cost){ func, callee, line, n };
 	return rbp_hmap_put(&c->cost_index, key, c->n_costs++);
 }

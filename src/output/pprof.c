@@ -25,6 +25,8 @@
 #include "output/output.h"
 #include "util/err.h"
 #include "util/gz.h"
+#include "util/strtab.h"
+#include "util/vec.h"
 #include "util/pb.h"
 
 #ifndef RBP_VERSION
@@ -47,63 +49,6 @@ enum {
 	FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
 	FUNCTION_START_LINE = 5,
 };
-
-/* ---- string table ---------------------------------------------------- */
-
-struct strtab {
-	struct rbp_hmap index;   /* FNV hash of the bytes (probed on) -> index */
-	char **v;
-	size_t n, cap;
-	int err;
-};
-
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h ? h : 1;
-}
-
-/* Index of s in the table, added when new (0 on error: sticky t->err). */
-static uint64_t str_id(struct strtab *t, const char *s)
-{
-	uint64_t key = str_hash(s), v;
-
-	if (t->err)
-		return 0;
-	while (rbp_hmap_get(&t->index, key, &v)) {
-		if (!strcmp(t->v[v], s))
-			return v;
-		key = rbp_mix64(key, 1);
-	}
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 256;
-		char **nv = realloc(t->v, ncap * sizeof(*nv));
-		if (!nv)
-			goto oom;
-		t->v = nv;
-		t->cap = ncap;
-	}
-	if (!(t->v[t->n] = strdup(s)))
-		goto oom;
-	if (rbp_hmap_put(&t->index, key, t->n)) {
-		free(t->v[t->n]);
-		goto oom;
-	}
-	return t->n++;
-oom:
-	t->err = RBP_ENOMEM;
-	return 0;
-}
-
-static void strtab_free(struct strtab *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->v[i]);
-	free(t->v);
-	rbp_hmap_clear(&t->index);
-}
 
 /* ---- functions, threads, samples ---------------------------------------- */
 
@@ -179,16 +124,8 @@ static int aggregate(const struct rbp_profile *p, struct agg **out, size_t *n_ou
 		       (v[idx].thread != s->thread || v[idx].node != s->node))
 			key = rbp_mix64(key, 1);
 		if (!rbp_hmap_get(&index, key, &idx)) {
-			if (n == cap) {
-				size_t ncap = cap ? cap * 2 : 1024;
-				struct agg *nv = realloc(v, ncap * sizeof(*nv));
-				if (!nv) {
-					err = RBP_ENOMEM;
-					break;
-				}
-				v = nv;
-				cap = ncap;
-			}
+			if ((err = rbp_grow(&v, &cap, n + 1, sizeof(*v))))
+				break;
 			v[n] = (struct agg){ s->thread, s->node, 0 };
 			idx = n++;
 			err = rbp_hmap_put(&index, key, idx);
@@ -228,10 +165,10 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 	uint64_t *thread_name = calloc(nt + 1, sizeof(*thread_name));
 	uint64_t *locs = NULL, comments[4];
 	struct agg *agg = NULL;
-	struct strtab st = { 0 };
+	struct rbp_strtab st = { 0 };
 	struct rbp_pb m = { 0 }, sub = { 0 };
 	struct rbp_gz g;
-	char buf[1024];
+	char ver[300], who[1200];   /* live as long as st: it keeps pointers */
 	int err = RBP_ENOMEM, gz_open = 0;
 
 	if (!funcs || !func_of || !forder || !tord || !trank || !thread_name)
@@ -258,28 +195,28 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 		qsort(agg, n_agg, sizeof(*agg), cmp_agg);
 
 	/* strings, in a fixed order of first use */
-	str_id(&st, "");
-	uint64_t s_samples = str_id(&st, "samples"), s_count = str_id(&st, "count");
-	uint64_t s_wall = str_id(&st, "wall"), s_ns = str_id(&st, "nanoseconds");
-	uint64_t s_tid = str_id(&st, "thread_id"), s_tname = str_id(&st, "thread_name");
-	uint64_t s_pid = str_id(&st, "pid");
-	uint64_t s_map = str_id(&st, p->meta.cmdline[0] ? p->meta.cmdline : "ruby");
+	rbp_strtab_id(&st, "");
+	uint64_t s_samples = rbp_strtab_id(&st, "samples"), s_count = rbp_strtab_id(&st, "count");
+	uint64_t s_wall = rbp_strtab_id(&st, "wall"), s_ns = rbp_strtab_id(&st, "nanoseconds");
+	uint64_t s_tid = rbp_strtab_id(&st, "thread_id"), s_tname = rbp_strtab_id(&st, "thread_name");
+	uint64_t s_pid = rbp_strtab_id(&st, "pid");
+	uint64_t s_map = rbp_strtab_id(&st, p->meta.cmdline[0] ? p->meta.cmdline : "ruby");
 	for (size_t i = 0; i < nt; i++)
-		thread_name[tord[i].idx] = str_id(&st, p->threads[tord[i].idx].name);
+		thread_name[tord[i].idx] = rbp_strtab_id(&st, p->threads[tord[i].idx].name);
 	uint64_t *fname = calloc(2 * n_funcs + 1, sizeof(*fname));
 	if (!fname)
 		goto done;
 	for (size_t i = 0; i < n_funcs; i++) {
-		fname[2 * forder[i]] = str_id(&st, funcs[forder[i]].label);
-		fname[2 * forder[i] + 1] = str_id(&st, funcs[forder[i]].path);
+		fname[2 * forder[i]] = rbp_strtab_id(&st, funcs[forder[i]].label);
+		fname[2 * forder[i] + 1] = rbp_strtab_id(&st, funcs[forder[i]].path);
 	}
-	comments[0] = str_id(&st, "rbpeek " RBP_VERSION);
-	snprintf(buf, sizeof(buf), "ruby %s", p->meta.ruby_version[0] ? p->meta.ruby_version : "unknown");
-	comments[1] = str_id(&st, buf);
-	snprintf(buf, sizeof(buf), "pid %d%s%s", (int)p->meta.pid, p->meta.cmdline[0] ? ": " : "",
+	comments[0] = rbp_strtab_id(&st, "rbpeek " RBP_VERSION);
+	snprintf(ver, sizeof(ver), "ruby %s", p->meta.ruby_version[0] ? p->meta.ruby_version : "unknown");
+	comments[1] = rbp_strtab_id(&st, ver);
+	snprintf(who, sizeof(who), "pid %d%s%s", (int)p->meta.pid, p->meta.cmdline[0] ? ": " : "",
 		 p->meta.cmdline);
-	comments[2] = str_id(&st, buf);
-	comments[3] = str_id(&st, o && o->title ? o->title : "");
+	comments[2] = rbp_strtab_id(&st, who);
+	comments[3] = rbp_strtab_id(&st, o && o->title ? o->title : "");
 	if (st.err) {
 		free(fname);
 		goto done;
@@ -379,7 +316,7 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 done:
 	if (gz_open)
 		rbp_gz_close(&g);
-	strtab_free(&st);
+	rbp_strtab_free(&st);
 	rbp_pb_free(&m);
 	rbp_pb_free(&sub);
 	free(funcs);

@@ -26,6 +26,7 @@
 #include "proc/elf.h"
 #include "proc/target.h"
 #include "util/err.h"
+#include "util/vec.h"
 
 #define PT_LOAD_ 1
 #define PT_NOTE_ 4
@@ -365,15 +366,8 @@ static int parse_nt_file(struct core_reader *r, const unsigned char *d,
 
 static int add_tid(struct core_notes *cn, pid_t tid)
 {
-	if (cn->ntids == cn->tids_cap) {
-		size_t cap = cn->tids_cap ? cn->tids_cap * 2 : 16;
-		pid_t *v = realloc(cn->tids, cap * sizeof(*v));
-
-		if (!v)
-			return RBP_ENOMEM;
-		cn->tids = v;
-		cn->tids_cap = cap;
-	}
+	if (rbp_grow(&cn->tids, &cn->tids_cap, cn->ntids + 1, sizeof(*cn->tids)))
+		return RBP_ENOMEM;
 	cn->tids[cn->ntids++] = tid;
 	return RBP_OK;
 }

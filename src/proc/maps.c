@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "proc/maps.h"
+#include "util/vec.h"
 #include "util/err.h"
 
 #define DELETED_SUFFIX " (deleted)"
@@ -103,15 +104,8 @@ static int cmp_start(const void *a, const void *b)
 /* Append *m to out, growing by doubling; takes m->path on success. */
 static int push(struct rbp_maps *out, size_t *cap, const struct rbp_mapping *m)
 {
-	if (out->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct rbp_mapping *v = realloc(out->v, ncap * sizeof(*v));
-
-		if (!v)
-			return RBP_ENOMEM;
-		out->v = v;
-		*cap = ncap;
-	}
+	if (rbp_grow(&out->v, cap, out->n + 1, sizeof(*out->v)))
+		return RBP_ENOMEM;
 	out->v[out->n++] = *m;
 	return RBP_OK;
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "proc/target.h"
+#include "util/vec.h"
 #include "util/err.h"
 
 #define PAUSE_TIMEOUT_NS 2000000000LL  /* per round, to see every thread stop */
@@ -95,15 +96,8 @@ static int classify_eperm(pid_t pid, pid_t tid)
 /* Seize and interrupt tid, holding it in p; 1 when it vanished first. */
 static int seize_one(struct rbp_pause *p, pid_t tid)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 16;
-		struct pause_task *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v)
-			return RBP_ENOMEM;
-		p->v = v;
-		p->cap = cap;
-	}
+	if (rbp_grow(&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
+		return RBP_ENOMEM;
 	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
 		if (errno == ESRCH)
 			return 1;

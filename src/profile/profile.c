@@ -4,25 +4,12 @@
 #include <string.h>
 
 #include "util/err.h"
-
-/* Make room for one more element in a growable array. */
-static int reserve(void **v, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return RBP_OK;
-	size_t ncap = *cap ? *cap * 2 : 256;
-	void *nv = realloc(*v, ncap * elem);
-	if (!nv)
-		return RBP_ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return RBP_OK;
-}
+#include "util/vec.h"
 
 int rbp_profile_init(struct rbp_profile *p)
 {
 	memset(p, 0, sizeof(*p));
-	if (reserve((void **)&p->nodes, &p->cap_nodes, 0, sizeof(*p->nodes)))
+	if (rbp_grow(&p->nodes, &p->cap_nodes, 1, sizeof(*p->nodes)))
 		return RBP_ENOMEM;
 	p->nodes[0] = (struct rbp_pnode){ 0, 0, 0 };
 	p->n_nodes = 1;
@@ -80,7 +67,7 @@ int rbp_profile_frame(struct rbp_profile *p, const char *label, const char *path
 		}
 	}
 	size_t cap = p->cap_frames;
-	if (reserve((void **)&p->frames, &p->cap_frames, p->n_frames, sizeof(*p->frames)))
+	if (rbp_grow(&p->frames, &p->cap_frames, p->n_frames + 1, sizeof(*p->frames)))
 		return RBP_ENOMEM;
 	if (cap != p->cap_frames) {
 		uint32_t *nn = realloc(p->frame_next, p->cap_frames * sizeof(*nn));
@@ -110,7 +97,7 @@ int rbp_profile_child(struct rbp_profile *p, uint32_t parent, uint32_t frame, ui
 		return RBP_OK;
 	}
 	if (parent >= p->n_nodes ||
-	    reserve((void **)&p->nodes, &p->cap_nodes, p->n_nodes, sizeof(*p->nodes)))
+	    rbp_grow(&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof(*p->nodes)))
 		return parent >= p->n_nodes ? RBP_EINVAL : RBP_ENOMEM;
 	p->nodes[p->n_nodes] = (struct rbp_pnode){ parent, frame, p->nodes[parent].depth + 1 };
 	*node = (uint32_t)p->n_nodes++;
@@ -128,7 +115,7 @@ int rbp_profile_thread(struct rbp_profile *p, int32_t pid, int32_t tid, const ch
 			return RBP_OK;
 		}
 	}
-	if (reserve((void **)&p->threads, &p->cap_threads, p->n_threads, sizeof(*p->threads)))
+	if (rbp_grow(&p->threads, &p->cap_threads, p->n_threads + 1, sizeof(*p->threads)))
 		return RBP_ENOMEM;
 	p->threads[p->n_threads] = (struct rbp_pthread){ pid, tid, rbp_profile_str(p, name) };
 	*idx = (uint32_t)p->n_threads++;
@@ -139,7 +126,7 @@ int rbp_profile_add(struct rbp_profile *p, uint64_t t_ns, uint32_t thread, uint3
 		    uint8_t flags)
 {
 	size_t cap = p->cap_samples;
-	if (reserve((void **)&p->samples, &p->cap_samples, p->n_samples, sizeof(*p->samples)))
+	if (rbp_grow(&p->samples, &p->cap_samples, p->n_samples + 1, sizeof(*p->samples)))
 		return RBP_ENOMEM;
 	if (cap != p->cap_samples) {
 		uint8_t *nf = realloc(p->sample_flags, p->cap_samples);

@@ -20,39 +20,14 @@
 
 #include "util/err.h"
 #include "util/gz.h"
+#include "util/strtab.h"
+#include "util/vec.h"
 
 #define END_MARK 0x454e44   /* "END" */
 #define MAX_COUNT (1u << 30)
 #define MAX_STR (1u << 20)
 
 /* ---- writing ------------------------------------------------------- */
-
-struct strtab {
-	struct rbp_hmap ids;     /* string pointer -> index + 1 */
-	const char **v;
-	size_t n, cap;
-};
-
-static int str_id(struct strtab *t, const char *s, uint64_t *id)
-{
-	uint64_t v;
-
-	if (rbp_hmap_get(&t->ids, (uintptr_t)s, &v)) {
-		*id = v - 1;
-		return RBP_OK;
-	}
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 256;
-		const char **nv = realloc(t->v, ncap * sizeof(*nv));
-		if (!nv)
-			return RBP_ENOMEM;
-		t->v = nv;
-		t->cap = ncap;
-	}
-	t->v[t->n] = s;
-	*id = t->n++;
-	return rbp_hmap_put(&t->ids, (uintptr_t)s, *id + 1);
-}
 
 static void put_str(struct rbp_gz *g, const char *s)
 {
@@ -65,15 +40,15 @@ static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 
 static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
 
 /* Collect every string the frames and threads use; frames first. */
-static int collect_strings(const struct rbp_profile *p, struct strtab *t, uint64_t *ids)
+static int collect_strings(const struct rbp_profile *p, struct rbp_strtab *t, uint64_t *ids)
 {
-	int err = RBP_OK;
-	for (size_t i = 0; i < p->n_frames && !err; i++)
-		if (!(err = str_id(t, p->frames[i].label, &ids[2 * i])))
-			err = str_id(t, p->frames[i].path, &ids[2 * i + 1]);
-	for (size_t i = 0; i < p->n_threads && !err; i++)
-		err = str_id(t, p->threads[i].name, &ids[2 * (p->n_frames + i)]);
-	return err;
+	for (size_t i = 0; i < p->n_frames; i++) {
+		ids[2 * i] = rbp_strtab_id(t, p->frames[i].label);
+		ids[2 * i + 1] = rbp_strtab_id(t, p->frames[i].path);
+	}
+	for (size_t i = 0; i < p->n_threads; i++)
+		ids[2 * (p->n_frames + i)] = rbp_strtab_id(t, p->threads[i].name);
+	return t->err;
 }
 
 static void write_meta(struct rbp_gz *g, const struct rbp_profile_meta *m)
@@ -92,7 +67,7 @@ static void write_meta(struct rbp_gz *g, const struct rbp_profile_meta *m)
 
 int rbp_raw_write(const struct rbp_profile *p, FILE *out)
 {
-	struct strtab t = { 0 };
+	struct rbp_strtab t = { 0 };
 	struct rbp_gz g;
 	uint64_t *ids = calloc(2 * (p->n_frames + p->n_threads) + 1, sizeof(*ids));
 	uint8_t version = RBP_RAW_VERSION;
@@ -139,8 +114,7 @@ int rbp_raw_write(const struct rbp_profile *p, FILE *out)
 	rbp_gz_varint(&g, END_MARK);
 	err = rbp_gz_close(&g);
 done:
-	rbp_hmap_clear(&t.ids);
-	free(t.v);
+	rbp_strtab_free(&t);
 	free(ids);
 	return err;
 }
@@ -243,15 +217,8 @@ static void read_strings(struct rd *r, struct rbp_profile *p)
 	size_t cap = 0;
 
 	for (uint64_t i = 0; i < n && !r->err; i++) {
-		if (r->n_strs == cap) {
-			cap = cap ? cap * 2 : 256;
-			const char **nv = realloc(r->strs, cap * sizeof(*nv));
-			if (!nv) {
-				r->err = RBP_ENOMEM;
-				return;
-			}
-			r->strs = nv;
-		}
+		if ((r->err = rbp_grow(&r->strs, &cap, r->n_strs + 1, sizeof(*r->strs))))
+			return;
 		const char *s = get_str(r, p);
 		if (s)
 			r->strs[r->n_strs++] = s;

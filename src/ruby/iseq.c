@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "ruby/linetable.h"
+#include "util/vec.h"
 
 /* Bytes of the iseq body we need: up to the last field we read. */
 static size_t body_span(const struct rbp_layout *L)
@@ -98,14 +99,8 @@ int rv_iseq(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq **out)
 		*out = &vm->iseqs[idx - 1];
 		return RBP_OK;
 	}
-	if (vm->n_iseqs == vm->cap_iseqs) {
-		size_t ncap = vm->cap_iseqs ? vm->cap_iseqs * 2 : 256;
-		struct rv_iseq *n = realloc(vm->iseqs, ncap * sizeof(*n));
-		if (!n)
-			return RBP_ENOMEM;
-		vm->iseqs = n;
-		vm->cap_iseqs = ncap;
-	}
+	if ((err = rbp_grow(&vm->iseqs, &vm->cap_iseqs, vm->n_iseqs + 1, sizeof(*vm->iseqs))))
+		return err;
 	if ((err = iseq_load(vm, iseq, &vm->iseqs[vm->n_iseqs])))
 		return err;
 	if ((err = rbp_hmap_put(&vm->iseq_index, iseq, ++vm->n_iseqs)))

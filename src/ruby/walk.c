@@ -14,6 +14,7 @@
  */
 #include "ruby/internal.h"
 #include "ruby/label.h"
+#include "util/vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,21 +22,6 @@
 
 #define MAX_STACK_COPY (64u << 20)   /* bytes of VM stack copied at most */
 #define MAX_EP_CHAIN 4096            /* environments walked to find a method */
-
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return RBP_OK;
-	size_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*buf, ncap * elem);
-	if (!n)
-		return RBP_ENOMEM;
-	*buf = n;
-	*cap = ncap;
-	return RBP_OK;
-}
 
 /* ---- method entries ------------------------------------------------ */
 
@@ -352,7 +338,7 @@ static int copy_stack(struct rbp_vm *vm, uint64_t lo_limit, uint64_t hi_limit, s
 	hi += 8;
 	if (hi - lo > MAX_STACK_COPY)
 		return RBP_OK;   /* fall back to per-word reads */
-	int err = grow((void **)&vm->stk_buf, &vm->stk_cap, hi - lo, 1);
+	int err = rbp_grow(&vm->stk_buf, &vm->stk_cap, hi - lo, 1);
 	if (err || (err = rv_read(vm, lo, vm->stk_buf, hi - lo)))
 		return err;
 	vm->stk_lo = lo;
@@ -410,7 +396,7 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		}
 		f.label = ruby_label(vm, iseq, info, ep);
 	}
-	if ((err = grow((void **)&out->frames, &out->cap_frames, out->n_frames + 1,
+	if ((err = rbp_grow(&out->frames, &out->cap_frames, out->n_frames + 1,
 			sizeof(*out->frames))))
 		return err;
 	out->frames[out->n_frames++] = f;
@@ -455,7 +441,7 @@ static int walk_thread(struct rbp_vm *vm, uint64_t ec, struct rbp_stacks *out)
 	size_t n = (size_t)((end - cfp) / L->cfp_size);
 	if (n > RV_MAX_FRAMES)
 		return RBP_ETOODEEP;
-	if ((err = grow((void **)&vm->cfp_buf, &vm->cfp_cap, n * L->cfp_size + 1, 1)) ||
+	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, n * L->cfp_size + 1, 1)) ||
 	    (n && (err = rv_read(vm, cfp, vm->cfp_buf, n * L->cfp_size))))
 		return err;
 	if ((err = copy_stack(vm, stack, cfp, n)))
@@ -490,7 +476,7 @@ static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *m
 	}
 	if (err || (err = rv_word(vm, head, &node)))
 		return err;
-	if ((err = grow((void **)ths, &cap, 1, sizeof(**ths))))
+	if ((err = rbp_grow(ths, &cap, 1, sizeof(**ths))))
 		return err;
 	(*ths)[(*n)++] = *main_th;
 	while (node != head) {
@@ -498,7 +484,7 @@ static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *m
 			return RBP_ECORRUPT;
 		uint64_t th = node - (uint64_t)L->thread_lt_node;
 		if (th != *main_th) {
-			if ((err = grow((void **)ths, &cap, *n + 1, sizeof(**ths))))
+			if ((err = rbp_grow(ths, &cap, *n + 1, sizeof(**ths))))
 				return err;
 			(*ths)[(*n)++] = th;
 		}
@@ -518,7 +504,7 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 	if ((err = thread_list(vm, &ths, &n, &main_th, &gvl)))
 		goto done;
 	find_pthread_tid(vm, ths, n);
-	if ((err = grow((void **)&out->threads, &out->cap_threads, n, sizeof(*out->threads))))
+	if ((err = rbp_grow(&out->threads, &out->cap_threads, n, sizeof(*out->threads))))
 		goto done;
 	for (size_t i = 0; i < n; i++) {
 		struct rbp_thread *t = &out->threads[out->n_threads++];
