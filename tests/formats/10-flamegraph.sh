@@ -14,23 +14,8 @@
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/10-flamegraph.sh   runs it with that build
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
-RBPEEK=$BUILD/rbpeek
-SHOTS=${RBPEEK_TEST_OUT:-/tmp}
-
-failed=0 pid=
-work=$(mktemp -d "${TMPDIR:-/tmp}/rbpeek-flamegraph.XXXXXX") || exit 1
-ok() { echo "ok flamegraph/$1"; }
-fail() { echo "FAIL flamegraph/$1: $2"; failed=1; }
-skip() { echo "skip flamegraph/$1: $2"; }
-
-cleanup() {
-	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+. "$(dirname "$0")/lib.sh"
+formats_init flamegraph
 
 # The target: crunch_numbers does about three times the work of
 # build_strings; the awkwardly named method and the recursion a little less.
@@ -70,18 +55,6 @@ loop do
   Workload::Cruncher.dive(100)
 end
 EOF
-}
-
-start_target() {
-	write_target
-	ruby "$work/target.rb" >"$work/ready" 2>"$work/target.err" &
-	pid=$!
-	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$pid" >>"$RBPEEK_TEST_PIDS"
-	for _ in $(seq 100); do
-		grep -q ready "$work/ready" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
 }
 
 # XML well-formedness and the names drawn, checked by Ruby's REXML.

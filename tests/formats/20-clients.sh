@@ -32,23 +32,8 @@
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/20-clients.sh   runs it with that build
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
-RBPEEK=$BUILD/rbpeek
-SHOTS=${RBPEEK_TEST_OUT:-/tmp}
-
-failed=0 pid=
-work=$(mktemp -d "${TMPDIR:-/tmp}/rbpeek-clients.XXXXXX") || exit 1
-ok() { echo "ok clients/$1"; }
-fail() { echo "FAIL clients/$1: $2"; failed=1; }
-skip() { echo "skip clients/$1: $2"; }
-
-cleanup() {
-	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-	[[ -n ${KEEP:-} ]] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+. "$(dirname "$0")/lib.sh"
+formats_init clients
 
 write_target() {
 	cat >"$work/target.rb" <<'EOF'
@@ -76,26 +61,7 @@ end
 EOF
 }
 
-start_target() {
-	write_target
-	ruby "$work/target.rb" >"$work/ready" 2>"$work/target.err" &
-	pid=$!
-	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$pid" >>"$RBPEEK_TEST_PIDS"
-	for _ in $(seq 100); do
-		grep -q ready "$work/ready" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-stop_target() {
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	pid=
-}
-
 # sanitized FILE: whether a sanitizer reported something in FILE
-sanitized() { grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$1"; }
 
 # The checks written in Ruby: check.rb COMMAND ARGS... prints one line
 # (a summary, or the reason) and exits 1 on a mismatch.

@@ -1,0 +1,52 @@
+# tests/formats/lib.sh - what the format tests share; sourced, not run.
+#
+#   formats_init NAME    cd to the repo, set BUILD/RBPEEK/SHOTS, make $work,
+#                        define ok/fail/skip (lines "ok NAME/x", "FAIL
+#                        NAME/x: why", "skip NAME/x: why" for tests/run) and
+#                        clean up on exit (KEEP=1 keeps $work)
+#   start_target         run the script's write_target, start ruby on it and
+#                        wait for its "ready" line; $pid is the target
+#   stop_target          kill it
+#   sanitized FILE       0 when FILE holds a sanitizer report
+# Scripts end with: exit $failed
+
+formats_init() {
+	cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+	BUILD=${BUILD:-build}
+	RBPEEK=$BUILD/rbpeek
+	SHOTS=${RBPEEK_TEST_OUT:-/tmp}
+	FORMATS_NAME=$1
+	failed=0 pid=
+	work=$(mktemp -d "${TMPDIR:-/tmp}/rbpeek-$1.XXXXXX") || exit 1
+	trap formats_cleanup EXIT
+	trap 'exit 130' INT TERM HUP
+}
+
+ok() { echo "ok $FORMATS_NAME/$1${2:+: $2}"; }
+fail() { echo "FAIL $FORMATS_NAME/$1: $2"; failed=1; }
+skip() { echo "skip $FORMATS_NAME/$1: $2"; }
+
+formats_cleanup() {
+	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
+	if [[ -n ${KEEP:-} ]]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+
+start_target() {
+	write_target
+	ruby "$work/target.rb" >"$work/ready" 2>"$work/target.err" &
+	pid=$!
+	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$pid" >>"$RBPEEK_TEST_PIDS"
+	for _ in $(seq 100); do
+		grep -q ready "$work/ready" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+stop_target() {
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	pid=
+}
+
+sanitized() { grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$1"; }
