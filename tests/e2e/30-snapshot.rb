@@ -59,15 +59,7 @@ TARGET_NAMES.each do |name|
 
     if name == "threads"
       test("snapshot-text/threads") do
-        problems, = settle do
-          text = rbpeek("snapshot", "--pid", t.pid)
-          json = rbpeek("snapshot", "--pid", t.pid, "--json")
-          next ["text: rbpeek #{text.describe}"] unless text.status&.zero?
-
-          Expect.text_diffs(Expect.parse_text(text.stdout.dup.force_encoding("UTF-8")), json_of(json))
-        rescue RuntimeError => e
-          [e.message]
-        end
+        problems = snapshot_text_problems(t.pid)
         problems.empty? ? ok("snapshot-text/threads") : fail("snapshot-text/threads", problems.join("\n"))
       end
     end

@@ -96,15 +96,7 @@ rubies.each do |ruby|
 
       if name == "threads"
         test("#{pre}/snapshot-text/threads") do
-          problems, = settle do
-            text = rbpeek("snapshot", "--pid", t.pid)
-            json = rbpeek("snapshot", "--pid", t.pid, "--json")
-            next ["text: rbpeek #{text.describe}"] unless text.status&.zero?
-
-            Expect.text_diffs(Expect.parse_text(text.stdout.dup.force_encoding("UTF-8")), json_of(json))
-          rescue RuntimeError => e
-            [e.message]
-          end
+          problems = snapshot_text_problems(t.pid)
           report("#{pre}/snapshot-text/threads", problems)
         end
 

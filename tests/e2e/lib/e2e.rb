@@ -286,4 +286,19 @@ module E2E
     end
     [problems, attempts, first]
   end
+
+  # The text snapshot of pid says what its JSON snapshot says (taken one
+  # after the other, retried while threads move); returns the problems.
+  def snapshot_text_problems(pid)
+    problems, = settle do
+      text = rbpeek("snapshot", "--pid", pid)
+      json = rbpeek("snapshot", "--pid", pid, "--json")
+      next ["text: rbpeek #{text.describe}"] unless text.status&.zero?
+
+      Expect.text_diffs(Expect.parse_text(text.stdout.dup.force_encoding("UTF-8")), json_of(json))
+    rescue RuntimeError => e
+      [e.message]
+    end
+    problems
+  end
 end
