@@ -137,11 +137,8 @@ static void match_os_threads(const struct rbp_stacks *s, const struct os_tasks *
 /* Thread#name, else "main" for the main thread, else the OS name. */
 static const char *thread_name(const struct rbp_thread *t, const struct os_thread *os)
 {
-	if (t->name)
-		return t->name;
-	if (t->is_main)
-		return "main";
-	return os->comm[0] ? os->comm : NULL;
+	const char *name = rbp_thread_ruby_name(t);
+	return name ? name : os->comm[0] ? os->comm : NULL;
 }
 
 static void print_text(const struct rbp_stacks *s, const struct os_thread *os,

@@ -70,10 +70,9 @@ static const char *thread_name(struct loop *l, const struct rbp_thread *th)
 	uint64_t v;
 	struct rbp_task_info ti;
 
-	if (th->name)
-		return th->name;
-	if (th->is_main)
-		return "main";
+	const char *ruby_name = rbp_thread_ruby_name(th);
+	if (ruby_name)
+		return ruby_name;
 	if (!th->tid)
 		return "";
 	if (rbp_hmap_get(&l->tid_names, (uint64_t)th->tid, &v))

@@ -83,6 +83,16 @@ struct rbp_thread {
 };
 
 /*
+ * The name rbpeek shows for a thread, as far as Ruby knows it: Thread#name,
+ * else "main" for the main thread; NULL when Ruby has none (then callers
+ * show the OS thread name, /proc/PID/task/TID/comm).
+ */
+static inline const char *rbp_thread_ruby_name(const struct rbp_thread *t)
+{
+	return t->name ? t->name : t->is_main ? "main" : NULL;
+}
+
+/*
  * The stacks of all threads.  Zero-initialise it, pass it to
  * rbp_vm_read_stacks() as often as wanted (buffers are reused), then
  * rbp_stacks_free() it.
