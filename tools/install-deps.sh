@@ -50,5 +50,6 @@ fi
 
 echo "install-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q </dev/null
-apt-get install -y -q --no-install-recommends $missing </dev/null
+# Wait for a dpkg lock held by another apt run instead of failing.
+apt-get -o DPkg::Lock::Timeout=600 update -q </dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing </dev/null
