@@ -56,6 +56,13 @@ def with_process(argv)
     wait = thr
     line = Timeout.timeout(20) { out.gets }
     raise "no READY from #{argv.inspect}: #{line.inspect}" unless line&.start_with?("READY")
+    # Right after READY the main thread may still be in $stdout.flush: give
+    # it a moment to reach spin (the tests then compare the steady stack).
+    settle(attempts: 10, pause: 0.3) do
+      main_frames(rbpeek("snapshot", "--pid", thr.pid, "--json")) == WANT ? [] : ["not yet"]
+    rescue StandardError => e
+      [e.message]
+    end
     yield thr.pid
   ensure
     kill_pid(wait.pid) if wait
