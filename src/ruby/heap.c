@@ -188,7 +188,8 @@ static int count_pages(struct census *c)
 	}
 	if ((err = flush_run(c)))
 		return err;
-	return c->h->bad_pages && c->h->bad_pages * 2 >= n ? RBP_ECORRUPT : RBP_OK;
+	/* most pages unreadable: the page array itself is suspect */
+	return c->h->bad_pages * 2 > n ? RBP_ECORRUPT : RBP_OK;
 }
 
 static int by_count_desc(const void *a, const void *b)

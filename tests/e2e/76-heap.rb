@@ -11,8 +11,9 @@
 #                     Gadget 10000) are counted exactly, String >= 40000;
 #                     the target is left running
 #   heap/rubyX.Y/text the text output says the same
-# and, on the host, bad input: heap/not-ruby (exit 5), heap/no-such-process
-# (exit 3), heap/usage (exit 2).
+# and, on the host: heap/core (heap --core of a gcore dump of the target
+# counts the same known classes), and bad input: heap/not-ruby (exit 5),
+# heap/no-such-process (exit 3), heap/usage (exit 2).
 require_relative "lib/memory"
 include E2E
 
@@ -22,7 +23,7 @@ EXACT = { "HeapProbe::Widget" => 30_000, "HeapProbe::Node" => 20_000, "Gadget" =
 def names_for(xy)
   %w[count-objects text].map { |n| "heap/ruby#{xy}/#{n}" }
 end
-HOST_NAMES = %w[heap/not-ruby heap/no-such-process heap/usage].freeze
+HOST_NAMES = %w[heap/core heap/not-ruby heap/no-such-process heap/usage].freeze
 
 all = HOST_NAMES + (Chroots::ALL + [RUBY_VERSION[/\A\d+\.\d+/]]).uniq.flat_map { |v| names_for(v) }
 exit 0 if skip_without_rbpeek(all)
@@ -71,8 +72,10 @@ def heap_test(ruby, t)
     problems << "bad_pages #{ours['bad_pages']}" unless ours["bad_pages"].zero?
     problems << "pause_ms #{ours['pause_ms'].inspect}" unless ours["pause_ms"].to_f.positive?
     (live = t.liveness_problem) && problems << "after rbpeek heap: #{live}"
+    worst = theirs.select { |k, _| k.start_with?("T_") }.map { |k, n| [(ours["types"][k].to_i - n).abs, k] }.max
     report("#{pre}/count-objects", problems,
-           "#{theirs['TOTAL']} slots, #{ours['pages']} pages, #{ours['pools'].size} slot sizes, paused #{ours['pause_ms'].round(1)} ms")
+           "#{theirs['TOTAL']} slots, #{ours['pages']} pages, #{ours['pools'].size} slot sizes, " \
+           "largest type difference #{worst[0]} (#{worst[1]}), paused #{ours['pause_ms'].round(1)} ms")
   end
   test("#{pre}/text") do
     res = rbpeek("heap", "--pid", t.pid)
@@ -86,10 +89,36 @@ def heap_test(ruby, t)
   end
 end
 
+def core_test(t)
+  unless system("command -v gcore >/dev/null 2>&1")
+    skip("heap/core", "gcore (gdb) not installed")
+    return
+  end
+  test("heap/core") do
+    dir = File.join(OUT, "cores76.#{$$}")
+    FileUtils.mkdir_p(dir)
+    begin
+      g = run(["gcore", "-o", File.join(dir, "core"), t.pid.to_s], timeout: 60)
+      core = File.join(dir, "core.#{t.pid}")
+      raise "gcore #{g.describe}" unless g.status&.zero? && File.exist?(core)
+
+      ours = json_of(rbpeek("heap", "--core", core, "--json", "--top", 0))
+      problems = class_problems(ours)
+      problems << "pause_ms #{ours['pause_ms']} for a core file" unless ours["pause_ms"].zero?
+      report("heap/core", problems, "#{ours['slots']} slots")
+    ensure
+      FileUtils.rm_rf(dir)
+    end
+  end
+end
+
 rubies, missing = Memory.rubies
 missing.each { |xy, why| names_for(xy).each { |n| skip(n, why) } }
-rubies.each do |ruby|
-  Memory.with_target(ruby, "heap") { |t| heap_test(ruby, t) }
+rubies.each_with_index do |ruby, i|
+  Memory.with_target(ruby, "heap") do |t|
+    heap_test(ruby, t)
+    core_test(t) if i.zero?
+  end
 rescue StandardError => e
   names_for(ruby.xy).each { |n| fail(n, "#{e.class}: #{e.message}") }
 end
