@@ -220,7 +220,8 @@ static int name_classes(struct census *c)
 			.klass = klass, .name = name[0] ? name : "(anonymous)", .count = n };
 		h->classed += n;
 	}
-	qsort(h->classes, h->n_classes, sizeof(*h->classes), by_count_desc);
+	if (h->n_classes)
+		qsort(h->classes, h->n_classes, sizeof(*h->classes), by_count_desc);
 	return RBP_OK;
 }
 
