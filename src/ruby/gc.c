@@ -54,7 +54,7 @@ static int objspace(struct rbp_vm *vm, uint64_t *out)
 	return RBP_OK;
 }
 
-int rv_objspace(struct rbp_vm *vm, uint64_t *out)
+int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out)
 {
 	return objspace(vm, out);
 }

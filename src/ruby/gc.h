@@ -35,6 +35,12 @@ enum rbp_gc_phase {
  */
 int rbp_vm_gc_phase(struct rbp_vm *vm, enum rbp_gc_phase *out);
 
+/*
+ * rb_objspace's address (validated once, then cached); RBP_ENOSYM for a
+ * collector loaded from a library.
+ */
+int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out);
+
 /* The frame label shown for a phase: "(GC: marking)"; NULL for RBP_GC_NONE. */
 const char *rbp_gc_label(enum rbp_gc_phase phase);
 

@@ -152,7 +152,7 @@ static int page_array(struct rbp_vm *vm, uint64_t *pages, uint64_t *n)
 
 	if (L->os_pages_sorted < 0 || L->page_start < 0)
 		return RBP_ENOSYM;
-	if ((err = rv_objspace(vm, &os)) ||
+	if ((err = rbp_vm_objspace(vm, &os)) ||
 	    (err = rv_word(vm, os + (uint64_t)L->os_pages_sorted, &sorted)))
 		return err;
 	if (L->darray_data >= 0) {

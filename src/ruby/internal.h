@@ -121,8 +121,6 @@ int rv_iseq_line(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
 		 uint64_t pc, int32_t *line);
 
 /* ---- the collector (gc.c) ------------------------------------------ */
-/* rb_objspace's address (validated once, then cached). */
-int rv_objspace(struct rbp_vm *vm, uint64_t *out);
 /* Set rbp_thread.gc on the thread running the collector, if it runs. */
 void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s);
 
