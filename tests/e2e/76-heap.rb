@@ -12,7 +12,9 @@
 #                     the target is left running
 #   heap/rubyX.Y/text the text output says the same
 # and, on the host: heap/core (heap --core of a gcore dump of the target
-# counts the same known classes), and bad input: heap/not-ruby (exit 5),
+# counts the same known classes), heap/kill-mid-pause (rbpeek heap killed
+# with SIGKILL at 10 moments never leaves the target stopped, and it still
+# answers), and bad input: heap/not-ruby (exit 5),
 # heap/no-such-process (exit 3), heap/usage (exit 2).
 require_relative "lib/memory"
 include E2E
@@ -23,7 +25,7 @@ EXACT = { "HeapProbe::Widget" => 30_000, "HeapProbe::Node" => 20_000, "Gadget" =
 def names_for(xy)
   %w[count-objects text].map { |n| "heap/ruby#{xy}/#{n}" }
 end
-HOST_NAMES = %w[heap/core heap/not-ruby heap/no-such-process heap/usage].freeze
+HOST_NAMES = %w[heap/core heap/kill-mid-pause heap/not-ruby heap/no-such-process heap/usage].freeze
 
 all = HOST_NAMES + (Chroots::ALL + [RUBY_VERSION[/\A\d+\.\d+/]]).uniq.flat_map { |v| names_for(v) }
 exit 0 if skip_without_rbpeek(all)
@@ -112,12 +114,35 @@ def core_test(t)
   end
 end
 
+def kill_test(t)
+  test("heap/kill-mid-pause") do
+    problems = []
+    10.times do |i|
+      pid = Process.spawn(RBPEEK, "heap", "--pid", t.pid.to_s, out: "/dev/null", err: "/dev/null", in: "/dev/null")
+      sleep(0.003 * i)
+      begin
+        Process.kill("KILL", pid)
+      rescue Errno::ESRCH
+        nil
+      end
+      Process.wait(pid)
+      sleep 0.05
+      (live = t.liveness_problem) && problems << "after kill #{i} (#{3 * i} ms): #{live}"
+    end
+    t.ask("counts") # raises when the target no longer answers
+    report("heap/kill-mid-pause", problems)
+  end
+end
+
 rubies, missing = Memory.rubies
 missing.each { |xy, why| names_for(xy).each { |n| skip(n, why) } }
 rubies.each_with_index do |ruby, i|
   Memory.with_target(ruby, "heap") do |t|
     heap_test(ruby, t)
-    core_test(t) if i.zero?
+    next unless i.zero?
+
+    core_test(t)
+    kill_test(t)
   end
 rescue StandardError => e
   names_for(ruby.xy).each { |n| fail(n, "#{e.class}: #{e.message}") }
