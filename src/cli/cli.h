@@ -49,6 +49,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_heap(int argc, char **argv);
 
 struct rbp_profile;
 struct rbp_format;

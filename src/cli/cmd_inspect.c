@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "proc/target.h"
+#include "ruby/gc.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 
@@ -75,6 +76,14 @@ int cmd_inspect(int argc, char **argv)
 	       in->vm_method);
 	printf("symbol table:    0x%llx (found by %s)\n", (unsigned long long)in->symbols_addr,
 	       in->symbols_method);
+	uint64_t os;
+	enum rbp_gc_phase gc;
+	if ((err = rbp_vm_objspace(vm, &os)) || (err = rbp_vm_gc_phase(vm, &gc)))
+		printf("collector:       unreadable (%s)\n", err == RBP_ENOSYM ?
+		       "a GC library (librubygc.*) is loaded" : rbp_strerror(err));
+	else
+		printf("collector:       objspace 0x%llx, %s\n", (unsigned long long)os,
+		       gc == RBP_GC_NONE ? "not collecting" : rbp_gc_label(gc));
 	err = rbp_vm_read_stacks(vm, &s);
 	if (!err) {
 		printf("threads:         %zu\n", s.n_threads);

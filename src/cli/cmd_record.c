@@ -48,6 +48,8 @@ static const char record_usage[] =
 	"      --threads           one root frame per thread\n"
 	"      --function          aggregate by function (first line) instead of by line\n"
 	"      --nonblocking       never pause the process (stacks may be torn)\n"
+	"      --no-gc             no \"(GC: marking)\"/\"(GC: sweeping)\"/\"(GC)\" frame on top of\n"
+	"                          the stack of the thread running the garbage collector\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
@@ -84,7 +86,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE };
+	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE, OPT_NOGC };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -99,6 +101,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -134,6 +137,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
+		case OPT_NOGC: o->so.no_gc = 1; break;
 		case 'h': print_usage(); exit(0);
 		case ':':
 			return cli_usage_error("record", "option '%s' needs a value", argv[optind - 1]);

@@ -14,22 +14,25 @@
 
 #include "cli/cli.h"
 #include "proc/target.h"
+#include "ruby/gc.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 #include "util/json.h"
 
 static const char snapshot_usage[] =
-	"usage: rbpeek snapshot --pid PID [--nonblocking] [--json]\n"
-	"       rbpeek snapshot --core FILE [--json]\n"
+	"usage: rbpeek snapshot --pid PID [--nonblocking] [--json] [--no-gc]\n"
+	"       rbpeek snapshot --core FILE [--json] [--no-gc]\n"
 	"\n"
 	"Print the Ruby stack of every thread: innermost frame first, one per line,\n"
-	"as 'label (path:line)'.\n"
+	"as 'label (path:line)'.  A thread running the garbage collector shows\n"
+	"'(GC: marking)', '(GC: sweeping)' or '(GC)' on top.\n"
 	"\n"
 	"  -p, --pid PID           the Ruby process to inspect\n"
 	"  -c, --core FILE         a core file of a Ruby process (gcore, or a kernel dump)\n"
 	"      --sysroot DIR       with --core: find the process's mapped files under DIR\n"
 	"  -j, --json              print one JSON object instead of text\n"
 	"  -n, --nonblocking       read without pausing the process (stacks may be torn)\n"
+	"      --no-gc             no GC frame on top of the thread running the collector\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n";
 
@@ -40,6 +43,7 @@ struct snapshot_opts {
 	const char *force_version;
 	int json;
 	int nonblocking;
+	int no_gc;
 };
 
 /* OS-level facts about one thread, read before pausing. */
@@ -69,6 +73,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "nonblocking", no_argument, NULL, 'n' },
 		{ "force-version", required_argument, NULL, 'F' },
+		{ "no-gc", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -86,6 +91,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		case 'j': o->json = 1; break;
 		case 'n': o->nonblocking = 1; break;
 		case 'F': o->force_version = optarg; break;
+		case 'G': o->no_gc = 1; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			return cli_usage_error("snapshot", "option '%s' needs a value", argv[optind - 1]);
@@ -142,7 +148,7 @@ static const char *thread_name(const struct rbp_thread *t, const struct os_threa
 }
 
 static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
-		       int pid, const char *version)
+		       int pid, const char *version, int no_gc)
 {
 	printf("Process %d: ruby %s, %zu thread%s\n", pid, version, s->n_threads,
 	       s->n_threads == 1 ? "" : "s");
@@ -155,6 +161,8 @@ static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 		printf(" (%s%s)\n", t->has_gvl ? "holds GVL, " : "", state_name(os[i].state));
 		if (t->err)
 			printf("    (stack unreadable: %s)\n", rbp_strerror(t->err));
+		if (t->gc && !no_gc)
+			printf("    %s\n", rbp_gc_label(t->gc));
 		for (size_t j = 0; j < t->n_frames; j++) {
 			const struct rbp_frame *f = &s->frames[t->first_frame + j];
 			if (f->path[0])
@@ -166,7 +174,7 @@ static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 }
 
 static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
-		       int pid, const char *version)
+		       int pid, const char *version, int no_gc)
 {
 	printf("{\"pid\":%d,\"ruby_version\":", pid);
 	rbp_json_string(stdout, version);
@@ -182,9 +190,15 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 			rbp_json_string(stdout, rbp_strerror(t->err));
 		}
 		printf(",\"frames\":[");
+		int gc = t->gc && !no_gc;
+		if (gc) {
+			printf("{\"label\":");
+			rbp_json_string(stdout, rbp_gc_label(t->gc));
+			printf(",\"path\":\"\",\"line\":0,\"kind\":\"gc\"}");
+		}
 		for (size_t j = 0; j < t->n_frames; j++) {
 			const struct rbp_frame *f = &s->frames[t->first_frame + j];
-			printf("%s{\"label\":", j ? "," : "");
+			printf("%s{\"label\":", j || gc ? "," : "");
 			rbp_json_string(stdout, f->label);
 			printf(",\"path\":");
 			rbp_json_string(stdout, f->path);
@@ -235,9 +249,9 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	match_os_threads(&s, &ot, os);
 	if (o.json)
-		print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version);
+		print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o.no_gc);
 	else
-		print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version);
+		print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o.no_gc);
 	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 cleanup:
 	free(os);

@@ -12,6 +12,7 @@ static const char usage[] =
 	"See what a running Ruby program is doing, from outside: no gem, no restart.\n"
 	"\n"
 	"commands:\n"
+	"  heap       count the objects on a process's heap by type and class\n"
 	"  inspect    show what rbpeek finds in a process and how (for bug reports)\n"
 	"  record     sample a process until Ctrl-C and write a flame graph (or another format)\n"
 	"  report     convert a raw profile file to any output format\n"
@@ -36,6 +37,7 @@ static const struct command commands[] = {
 	{ "report", cmd_report },
 	{ "snapshot", cmd_snapshot },
 	{ "dump", cmd_snapshot },   /* alias familiar to rbspy users */
+	{ "heap", cmd_heap },
 };
 
 int main(int argc, char **argv)

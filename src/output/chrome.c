@@ -39,6 +39,7 @@ static const char *category(uint8_t kind)
 	case RBP_PFRAME_CFUNC: return "cfunc";
 	case RBP_PFRAME_THREAD: return "thread";
 	case RBP_PFRAME_PROCESS: return "process";
+	case RBP_PFRAME_GC: return "gc";
 	default: return "ruby";
 	}
 }

@@ -319,7 +319,7 @@ static void fg_layout(struct fg *g)
 
 /* ---- colours ------------------------------------------------------------- */
 
-/* Warm for Ruby, blue for C, grey for thread/process roots; hashed from the label. */
+/* Warm for Ruby, blue for C, green for GC, grey for thread/process roots; hashed from the label. */
 static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 {
 	const struct rbp_pframe *f = node ? &g->p->frames[g->p->nodes[node].frame] : NULL;
@@ -337,6 +337,10 @@ static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 	} else if (kind == RBP_PFRAME_THREAD || kind == RBP_PFRAME_PROCESS) {
 		r = gr = 175 + (int)(30 * v1);
 		b = r + 5;
+	} else if (kind == RBP_PFRAME_GC) {
+		r = 90 + (int)(40 * v1);
+		gr = 190 + (int)(40 * v2);
+		b = 90 + (int)(30 * v3);
 	} else {
 		r = 205 + (int)(50 * v3);
 		gr = (int)(230 * v1);

@@ -32,6 +32,7 @@ enum rbp_pframe_kind {
 	RBP_PFRAME_CFUNC = 1,
 	RBP_PFRAME_THREAD = 2,   /* synthetic root for --threads: "thread 123 (name)" */
 	RBP_PFRAME_PROCESS = 3,  /* synthetic root for --subprocesses */
+	RBP_PFRAME_GC = 4,       /* "(GC: marking)": the collector, on top of a Ruby stack */
 };
 
 struct rbp_pframe {

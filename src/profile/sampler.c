@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ruby/gc.h"
 #include "util/err.h"
 #include "util/hmap.h"
 
@@ -103,6 +104,11 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		    (err = rbp_profile_child(l->p, node, id, &node)))
 			return err;
 	}
+	/* the collector runs on top of this thread's Ruby stack */
+	if (th->gc && !l->o->no_gc &&
+	    ((err = rbp_profile_frame(l->p, rbp_gc_label(th->gc), "", 0, 0, RBP_PFRAME_GC, &id)) ||
+	     (err = rbp_profile_child(l->p, node, id, &node))))
+		return err;
 	if ((err = rbp_profile_thread(l->p, (int32_t)l->t->pid, th->tid, name, &idx)))
 		return err;
 	return rbp_profile_add(l->p, t_ns, idx, node, flags);

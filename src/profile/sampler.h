@@ -47,6 +47,7 @@ struct rbp_sampler_opts {
 	uint8_t threads_as_roots; /* put a "thread TID (name)" frame at each stack's root */
 	uint8_t by_function;      /* lines become the function's first line */
 	uint8_t nonblocking;      /* never pause the target */
+	uint8_t no_gc;            /* no "(GC: ...)" frame on the thread running the collector */
 	/* Polled between ticks: nonzero stops the loop.  May be NULL. */
 	int (*should_stop)(void *ctx);
 	/* Called about every progress_ns with the status so far.  May be NULL. */

@@ -9,6 +9,7 @@
 #ifndef RBP_RUBY_INTERNAL_H
 #define RBP_RUBY_INTERNAL_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ struct rbp_vm {
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */
 	uint64_t vm_addr;               /* rb_vm_t */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
+	uint64_t objspace_addr;         /* rb_objspace, 0 until first read (gc.c) */
 
 	/* caches keyed by remote address; see the .c files for value encodings */
 	struct rbp_hmap id_names;       /* ID -> const char * */
@@ -117,6 +119,19 @@ int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap);
 int rv_iseq(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq **out);
 int rv_iseq_line(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
 		 uint64_t pc, int32_t *line);
+
+/* ---- the collector (gc.c) ------------------------------------------ */
+/* Set rbp_thread.gc on the thread running the collector, if it runs. */
+void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s);
+
+/* ---- pausing (vm.c) ------------------------------------------------- */
+/*
+ * Stop every thread of the target (rbp_pause) with SIGINT, SIGTERM, SIGHUP
+ * and SIGQUIT held, so that Ctrl-C cannot leave it stopped; rv_resume()
+ * lets it run and delivers what was held.  Not for core files.
+ */
+int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old);
+void rv_resume(struct rbp_pause *pause, const sigset_t *old);
 
 /* ---- discovery (discover.c) ---------------------------------------- */
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);

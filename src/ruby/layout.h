@@ -158,6 +158,24 @@ struct rbp_layout {
 	uint16_t id_entry_unit;     /* ID_ENTRY_UNIT (512) */
 	uint8_t id_entry_size;      /* ID_ENTRY_SIZE (2) */
 	uint8_t id_entry_str;       /* ID_ENTRY_STR (0) */
+
+	/* ---- the garbage collector (rb_objspace, private to gc.c) ------ */
+	int16_t vm_objspace;        /* rb_vm_t.objspace; 3.4+ gc.objspace (rb_objspace_t *) */
+	struct rbp_bitfield gc_mode;      /* objspace flags.mode (enum gc_mode) */
+	struct rbp_bitfield gc_during_gc; /* objspace flags.during_gc */
+	uint8_t gc_mode_none, gc_mode_marking, gc_mode_sweeping;
+	uint8_t gc_mode_compacting; /* 3.2+; 255 absent */
+	int16_t os_pages_sorted;    /* heap_pages.sorted: struct heap_page ** (< 3.4),
+				     * an rb_darray of them (3.4+) */
+	int16_t os_pages_count;     /* heap_pages.allocated_pages (size_t), -1 with a darray */
+	int16_t darray_len;         /* 3.4+: rb_darray meta.size (size_t), -1 otherwise */
+	int16_t darray_data;        /* 3.4+: offset of the darray's elements, -1 otherwise */
+	int16_t page_start;         /* heap_page.start: address of its first slot */
+	int16_t page_total_slots;   /* heap_page.total_slots (16-bit) */
+	int16_t page_free_slots;    /* heap_page.free_slots (16-bit) */
+	int16_t page_slot_size;     /* 3.1+: heap_page.slot_size (16-bit), -1 before */
+	uint16_t slot_size_base;    /* sizeof(RVALUE) / BASE_SLOT_SIZE (40) */
+	uint32_t heap_page_size;    /* HEAP_PAGE_SIZE: bytes of slots per page at most */
 };
 
 /* Every known layout, newest first, terminated by a NULL version. */

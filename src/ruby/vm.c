@@ -63,27 +63,41 @@ void rbp_stacks_free(struct rbp_stacks *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out)
+int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old)
 {
-	struct rbp_pause *pause = NULL;
-	sigset_t hold, old;
+	sigset_t hold;
 	int err;
 
-	if (nonblocking || vm->t->is_core)
-		return rbp_vm_read_stacks(vm, out);
 	sigemptyset(&hold);
 	sigaddset(&hold, SIGINT);
 	sigaddset(&hold, SIGTERM);
 	sigaddset(&hold, SIGHUP);
 	sigaddset(&hold, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &hold, &old);
-	err = rbp_pause(vm->t->pid, &pause);
-	if (!err) {
-		err = rbp_vm_read_stacks(vm, out);
-		for (size_t i = 0; !err && i < out->n_threads; i++)
-			out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
-		rbp_resume(pause);
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	sigprocmask(SIG_BLOCK, &hold, old);
+	if ((err = rbp_pause(vm->t->pid, pause)))
+		sigprocmask(SIG_SETMASK, old, NULL);
+	return err;
+}
+
+void rv_resume(struct rbp_pause *pause, const sigset_t *old)
+{
+	rbp_resume(pause);
+	sigprocmask(SIG_SETMASK, old, NULL);
+}
+
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out)
+{
+	struct rbp_pause *pause = NULL;
+	sigset_t old;
+	int err;
+
+	if (nonblocking || vm->t->is_core)
+		return rbp_vm_read_stacks(vm, out);
+	if ((err = rv_pause(vm, &pause, &old)))
+		return err;
+	err = rbp_vm_read_stacks(vm, out);
+	for (size_t i = 0; !err && i < out->n_threads; i++)
+		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
+	rv_resume(pause, &old);
 	return err;
 }

@@ -77,6 +77,8 @@ struct rbp_thread {
 	uint8_t has_gvl;      /* holds the global VM lock right now */
 	int8_t running;       /* 1 running, 0 blocked in a system call, -1 unknown
 				 * (known only when read paused) */
+	uint8_t gc;           /* enum rbp_gc_phase (ruby/gc.h): this thread is running
+				 * the garbage collector; 0 (RBP_GC_NONE) otherwise */
 	int err;              /* RBP_OK, or why this thread's stack could not be read */
 	size_t first_frame;   /* index of the innermost frame in rbp_stacks.frames */
 	size_t n_frames;

@@ -527,6 +527,7 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 		t->n_frames = out->n_frames - t->first_frame;
 		fill_cfunc_locations(out->frames + t->first_frame, t->n_frames);
 	}
+	rv_gc_mark_threads(vm, out);
 done:
 	free(ths);
 	return err;

@@ -48,6 +48,9 @@ int main(void)
 			CHECK_EQ_INT(l->thread_status.off, 92);
 			CHECK_EQ_INT(l->symbols_ids, 16);
 			CHECK_EQ_INT(l->qnil, 8);
+			/* rb_objspace: checked against rb_gc_count/rb_gc_stat in the same library */
+			CHECK_EQ_INT(l->vm_objspace, 1104);
+			CHECK_EQ_INT(l->os_pages_sorted, 256);
 		}
 	}
 	TEST("find 3.1.7") {
@@ -206,6 +209,28 @@ int main(void)
 			CHECK(l->id_scope_shift >= 3 && l->id_scope_shift <= 4);
 			CHECK(l->last_op_id > 0 && l->last_op_id < 0x1000);
 			CHECK(l->id_entry_unit == 512 && l->id_entry_size >= 2 && l->id_entry_str < l->id_entry_size);
+
+			/* the collector (rb_objspace) */
+			CHECK(l->vm_objspace > 0 && l->vm_objspace < 4096 && aligned8(l->vm_objspace));
+			CHECK(l->gc_mode.off >= 0 && l->gc_mode.off < 64 && l->gc_mode.mask == 3);
+			CHECK(l->gc_during_gc.off >= 0 && l->gc_during_gc.off < 64 && l->gc_during_gc.mask == 1);
+			CHECK(l->gc_mode.off != l->gc_during_gc.off || l->gc_mode.shift != l->gc_during_gc.shift);
+			CHECK(l->gc_mode_none == 0 && l->gc_mode_marking != l->gc_mode_sweeping);
+			CHECK(l->gc_mode_marking <= 3 && l->gc_mode_sweeping <= 3);
+			CHECK(l->gc_mode_compacting <= 3 || l->gc_mode_compacting == 255);
+			CHECK(l->os_pages_sorted > 0 && l->os_pages_sorted < 4096 && aligned8(l->os_pages_sorted));
+			/* a page count beside a plain array, or a darray (3.4+) */
+			CHECK((l->os_pages_count >= 0) != (l->darray_data >= 0));
+			CHECK(l->darray_data == -1 || (l->darray_len >= 0 && l->darray_len < l->darray_data));
+			int16_t page[] = { l->page_start, l->page_total_slots, l->page_free_slots, l->page_slot_size };
+			CHECK(distinct(page, 4));
+			for (int i = 0; i < 4; i++)
+				CHECK(off_ok(page[i], 64));
+			CHECK(l->page_start >= 0 && aligned8(l->page_start));
+			CHECK(l->page_total_slots >= 0 && l->page_free_slots >= 0);
+			CHECK(l->page_slot_size >= 0 || l->major < 3 || (l->major == 3 && l->minor < 1));
+			CHECK(l->slot_size_base == 40);
+			CHECK(l->heap_page_size >= 16 * 1024 - 64 && l->heap_page_size <= 64 * 1024);
 		}
 	}
 	return harness_report();

@@ -32,14 +32,7 @@
 #include "internal.h"
 #endif
 #include "rbpeek-private.h"
-
-#include <stdio.h>
-#include <string.h>
-#include <stdint.h>
-#include <stddef.h>
-
-#define V(M, m) (RUBY_API_VERSION_MAJOR > (M) || \
-		 (RUBY_API_VERSION_MAJOR == (M) && RUBY_API_VERSION_MINOR >= (m)))
+#include "probe.h"
 
 /* Which shape of RClass / classext this version has. */
 #if V(3, 3)
@@ -60,44 +53,6 @@
 #define RBP_HAVE_CLASSEXT_IVPTR (V(3, 2) && !V(4, 0))
 #define RBP_HAVE_CLASSEXT_CLASSPATH V(3, 3)
 #define RBP_HAVE_CLASSEXT_ATTACHED V(3, 3)
-
-static void num(const char *name, long long v) { printf("\t\t.%s = %lld,\n", name, v); }
-static void hex(const char *name, unsigned long long v) { printf("\t\t.%s = 0x%llx,\n", name, v); }
-#define OFF(name, type, field) num(name, (long long)offsetof(type, field))
-#define ABSENT(name) num(name, -1)
-
-/* Locate a bitfield: `bytes` is a zeroed object in which only the field was
- * set to all ones. */
-static void bitfield(const char *name, const unsigned char *bytes, size_t n)
-{
-	size_t first = n, last = 0;
-	for (size_t i = 0; i < n; i++)
-		if (bytes[i]) {
-			if (first == n)
-				first = i;
-			last = i;
-		}
-	if (first == n) {
-		fprintf(stderr, "probe: bitfield %s not found\n", name);
-		printf("#error bitfield %s not found\n", name);
-		return;
-	}
-	unsigned size = 1;
-	while (first + size <= last)
-		size *= 2;
-	unsigned long long w = 0;
-	memcpy(&w, bytes + first, size); /* little endian */
-	unsigned shift = 0;
-	while (!((w >> shift) & 1))
-		shift++;
-	unsigned long long mask = w >> shift;
-	if (mask & (mask + 1)) {
-		printf("#error bitfield %s is not contiguous\n", name);
-		return;
-	}
-	printf("\t\t.%s = { .off = %zu, .size = %u, .shift = %u, .mask = 0x%llx },\n",
-	       name, first, size, shift, mask);
-}
 
 int main(void)
 {
@@ -397,6 +352,6 @@ int main(void)
 	num("id_entry_unit", ID_ENTRY_UNIT);
 	num("id_entry_size", ID_ENTRY_SIZE);
 	num("id_entry_str", ID_ENTRY_STR);
-	printf("\t},\n");
+	/* the closing "\t}," comes after probe_gc.c's fields (tools/layout/gen) */
 	return 0;
 }

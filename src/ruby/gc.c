@@ -1,0 +1,122 @@
+/*
+ * gc.c - the collector's phase, read from rb_objspace's flags.
+ *
+ * Ruby sets objspace->flags.during_gc while the collector runs (gc_enter ..
+ * gc_exit): a full collection, one step of incremental marking, or one
+ * step of lazy sweeping; flags.mode says which phase the cycle is in.
+ * Between steps mode stays "marking" or "sweeping" while Ruby code runs,
+ * so only during_gc decides whether a sample is "in GC".  The thread doing
+ * the work is the one holding the GVL (the collector never runs without
+ * it); the walker marks that thread's stack (rv_gc_mark_threads).
+ */
+#include "ruby/gc.h"
+#include "ruby/internal.h"
+
+/*
+ * 1 when the process runs a collector loaded from a library (3.4+ modular
+ * GC, RUBY_GC_LIBRARY=name loads librubygc.name.so): its objspace is not
+ * the default collector's, whose layout is all we know.
+ */
+static int modular_gc(const struct rbp_vm *vm)
+{
+	const struct rbp_maps *m = &vm->t->maps;
+
+	for (size_t i = 0; i < m->n; i++) {
+		const char *p = m->v[i].path, *base = p ? strrchr(p, '/') : NULL;
+		if (base && !strncmp(base + 1, "librubygc.", 10))
+			return 1;
+	}
+	return 0;
+}
+
+/* rb_objspace: read once from the VM, then cached (it never moves). */
+static int objspace(struct rbp_vm *vm, uint64_t *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t os;
+	int err;
+
+	if (vm->objspace_addr) {
+		*out = vm->objspace_addr;
+		return RBP_OK;
+	}
+	if (L->vm_objspace < 0 || modular_gc(vm))
+		return RBP_ENOSYM;
+	if ((err = rv_word(vm, vm->vm_addr + (uint64_t)L->vm_objspace, &os)))
+		return err;
+	if (os & 7)
+		return RBP_ECORRUPT;
+	uint8_t probe[8];
+	if ((err = rv_read(vm, os, probe, sizeof(probe))))
+		return err == RBP_EFAULT ? RBP_ECORRUPT : err;
+	vm->objspace_addr = os;
+	*out = os;
+	return RBP_OK;
+}
+
+int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out)
+{
+	return objspace(vm, out);
+}
+
+int rbp_vm_gc_phase(struct rbp_vm *vm, enum rbp_gc_phase *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint8_t flags[64];
+	uint64_t os;
+	int err;
+
+	*out = RBP_GC_NONE;
+	int16_t end = L->gc_mode.off + L->gc_mode.size;
+	if (L->gc_during_gc.off + L->gc_during_gc.size > end)
+		end = L->gc_during_gc.off + L->gc_during_gc.size;
+	if (L->gc_mode.off < 0 || L->gc_during_gc.off < 0 || end > (int16_t)sizeof(flags))
+		return RBP_ENOSYM;
+	if ((err = objspace(vm, &os)) || (err = rv_read(vm, os, flags, (size_t)end)))
+		return err;
+	if (!rv_bitfield(flags, &L->gc_during_gc))
+		return RBP_OK;
+	unsigned mode = (unsigned)rv_bitfield(flags, &L->gc_mode);
+	*out = mode == L->gc_mode_marking ? RBP_GC_MARKING :
+	       mode == L->gc_mode_sweeping ? RBP_GC_SWEEPING :
+	       mode == L->gc_mode_compacting ? RBP_GC_COMPACTING : RBP_GC_RUNNING;
+	return RBP_OK;
+}
+
+const char *rbp_gc_label(enum rbp_gc_phase phase)
+{
+	switch (phase) {
+	case RBP_GC_NONE: return NULL;
+	case RBP_GC_MARKING: return "(GC: marking)";
+	case RBP_GC_SWEEPING: return "(GC: sweeping)";
+	case RBP_GC_COMPACTING: return "(GC: compacting)";
+	default: return "(GC)";
+	}
+}
+
+/*
+ * Mark the thread running the collector, if it runs: the GVL holder, else
+ * (GVL owner not known, as on 2.5) the main thread.  A failed read of the
+ * collector's state leaves every thread unmarked: a sample without its GC
+ * frame is better than a failed sample.
+ */
+void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s)
+{
+	enum rbp_gc_phase phase;
+	struct rbp_thread *main_th = NULL;
+
+	for (size_t i = 0; i < s->n_threads; i++)
+		s->threads[i].gc = RBP_GC_NONE;
+	if (!s->n_threads || rbp_vm_gc_phase(vm, &phase) || phase == RBP_GC_NONE)
+		return;
+	for (size_t i = 0; i < s->n_threads; i++) {
+		if (s->threads[i].has_gvl) {
+			s->threads[i].gc = (uint8_t)phase;
+			return;
+		}
+		if (s->threads[i].is_main)
+			main_th = &s->threads[i];
+	}
+	if (main_th)
+		main_th->gc = (uint8_t)phase;
+}

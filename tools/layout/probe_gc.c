@@ -1,0 +1,95 @@
+/*
+ * probe_gc.c - print the garbage collector's part of one `struct
+ * rbp_layout` initializer (src/ruby/layout.h): where rb_objspace keeps its
+ * phase and its heap pages, for the Ruby tree it is compiled against.
+ *
+ * rb_objspace_t, struct heap_page and enum gc_mode are private to gc.c
+ * (gc/default/default.c from 3.4 on, which gc.c includes), so this probe
+ * includes that .c file itself, after the tree's configured headers: the
+ * compiler then sees exactly the definitions Ruby was built from, with no
+ * copy of them anywhere.  gc.c's own functions come along but are never
+ * called; tools/layout/gen links the probe with unresolved references left
+ * unresolved (-no-pie, --unresolved-symbols=ignore-all), which is harmless
+ * because main() below only evaluates offsetof/sizeof/enum constants.
+ *
+ * Built by tools/layout/gen:
+ *   cc -no-pie -I<ruby>/.ext/include/<arch> -I<ruby>/include -I<ruby> \
+ *      probe_gc.c -Wl,--unresolved-symbols=ignore-all && ./a.out
+ */
+#include "gc.c"
+#include "ruby/version.h"
+#include "probe.h"
+
+/* gc.c abbreviates objspace->flags.during_gc as during_gc */
+#undef during_gc
+
+#if V(3, 4)
+#define RBP_VM_OBJSPACE gc.objspace     /* rb_vm_t.gc.objspace */
+#define RBP_PAGES_DARRAY 1              /* heap_pages.sorted is an rb_darray */
+#else
+#define RBP_VM_OBJSPACE objspace        /* rb_vm_t.objspace */
+#define RBP_PAGES_DARRAY 0
+#if defined(ENABLE_VM_OBJSPACE) && !ENABLE_VM_OBJSPACE
+#error "this build keeps rb_objspace in a static variable, not in the VM"
+#endif
+#endif
+
+/* The size of a heap_page field, checked against what rbpeek loads. */
+#define SIZE_IS(type, field, n) \
+	do { \
+		if (sizeof(((type *)0)->field) != (n)) \
+			printf("#error %s.%s is not %d bytes\n", #type, #field, (n)); \
+	} while (0)
+
+int main(void)
+{
+	static rb_objspace_t os;
+
+	/* ---- the collector's phase ---- */
+	OFF("vm_objspace", rb_vm_t, RBP_VM_OBJSPACE);
+	memset(&os, 0, sizeof os);
+	os.flags.mode = 3;
+	bitfield("gc_mode", (const unsigned char *)&os, sizeof os);
+	memset(&os, 0, sizeof os);
+	os.flags.during_gc = 1;
+	bitfield("gc_during_gc", (const unsigned char *)&os, sizeof os);
+	num("gc_mode_none", gc_mode_none);
+	num("gc_mode_marking", gc_mode_marking);
+	num("gc_mode_sweeping", gc_mode_sweeping);
+#if V(3, 2)
+	num("gc_mode_compacting", gc_mode_compacting);
+#else
+	num("gc_mode_compacting", 255); /* no compacting mode before 3.2 */
+#endif
+
+	/* ---- heap pages ---- */
+	OFF("os_pages_sorted", rb_objspace_t, heap_pages.sorted);
+#if RBP_PAGES_DARRAY
+	ABSENT("os_pages_count");
+	OFF("darray_len", rb_darray_meta_t, size);
+	num("darray_data", (long long)offsetof(__typeof__(*os.heap_pages.sorted), data));
+#else
+	OFF("os_pages_count", rb_objspace_t, heap_pages.allocated_pages);
+	ABSENT("darray_len");
+	ABSENT("darray_data");
+#endif
+	OFF("page_start", struct heap_page, start);
+	SIZE_IS(struct heap_page, start, 8);
+	OFF("page_total_slots", struct heap_page, total_slots);
+	SIZE_IS(struct heap_page, total_slots, 2);
+	OFF("page_free_slots", struct heap_page, free_slots);
+	SIZE_IS(struct heap_page, free_slots, 2);
+#if V(3, 1)
+	OFF("page_slot_size", struct heap_page, slot_size);
+	SIZE_IS(struct heap_page, slot_size, 2);
+#else
+	ABSENT("page_slot_size");
+#endif
+#if V(3, 4)
+	num("slot_size_base", BASE_SLOT_SIZE);
+#else
+	num("slot_size_base", sizeof(RVALUE));
+#endif
+	num("heap_page_size", HEAP_PAGE_SIZE);
+	return 0;
+}
