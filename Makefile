@@ -12,7 +12,9 @@ CC        ?= cc
 CFLAGS    ?= -O2 -g
 WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
-LDLIBS    += -lz
+# libdw/libelf (elfutils) only for --native (src/proc/native.c): --as-needed
+# keeps them out of binaries that do not use it (unit tests, benches).
+LDLIBS    += -lz -Wl,--as-needed -ldw -lelf -Wl,--no-as-needed
 
 ifeq ($(SAN),1)
 CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

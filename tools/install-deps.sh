@@ -8,6 +8,8 @@
 #
 #   build-essential   cc, make, libc headers
 #   zlib1g-dev        gzip output (pprof, raw files)
+#   libdw-dev         elfutils' libdwfl: native stacks (--native), unwinding
+#                     and symbols (pulls in libelf-dev)
 #   ruby, ruby-dev    the Ruby that test targets and examples run on; ruby
 #                     also runs the end-to-end tests (json is built in)
 #   gdb               gcore, to make core files of test targets
@@ -17,7 +19,7 @@
 #   coreutils         timeout (every test runs under one)
 set -eu
 
-PACKAGES="build-essential zlib1g-dev ruby ruby-dev gdb valgrind procps util-linux coreutils"
+PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

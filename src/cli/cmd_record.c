@@ -27,6 +27,7 @@
 #include "profile/profile.h"
 #include "profile/raw.h"
 #include "profile/sampler.h"
+#include "proc/native.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -50,6 +51,8 @@ static const char record_usage[] =
 	"      --nonblocking       never pause the process (stacks may be torn)\n"
 	"      --no-gc             no \"(GC: marking)\"/\"(GC: sweeping)\"/\"(GC)\" frame on top of\n"
 	"                          the stack of the thread running the garbage collector\n"
+	"      --native            also unwind native stacks: C functions a C method calls\n"
+	"                          (extensions, libc) appear above it (not with --nonblocking)\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
@@ -68,6 +71,7 @@ struct record_opts {
 	struct rbp_sampler_opts so;
 	int silent;
 	int no_drop_root;
+	int native;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -86,7 +90,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE, OPT_NOGC };
+	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE, OPT_NOGC, OPT_NATIVE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -98,6 +102,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "threads", no_argument, NULL, OPT_THREADS },
 		{ "function", no_argument, NULL, OPT_FUNCTION },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
+		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
@@ -134,6 +139,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_THREADS: o->so.threads_as_roots = 1; break;
 		case OPT_FUNCTION: o->so.by_function = 1; break;
 		case OPT_NONBLOCK: o->so.nonblocking = 1; break;
+		case OPT_NATIVE: o->native = 1; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
@@ -149,6 +155,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		o->cmd = argv + optind;
 	if (!o->pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
+	if (o->native && o->so.nonblocking)
+		return cli_usage_error("record", "--native cannot be used with --nonblocking "
+				       "(native stacks are read while the process is paused)");
 	return 0;
 }
 
@@ -416,6 +425,17 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
 }
 
+static void print_native_stats(const struct rbp_native *nat)
+{
+	struct rbp_native_stats ns;
+
+	rbp_native_stats(nat, &ns);
+	fprintf(stderr, "rbpeek: native: %llu stacks unwound, %.1f frames each, %llu addresses "
+		"symbolized\n", (unsigned long long)ns.unwinds,
+		ns.unwinds ? (double)ns.frames / (double)ns.unwinds : 0.0,
+		(unsigned long long)ns.sym_misses);
+}
+
 /* ---- the command ------------------------------------------------------- */
 
 static int write_outputs(struct rbp_profile *p, const struct rbp_format *fmt, const char *output,
@@ -448,8 +468,9 @@ int cmd_record(int argc, char **argv)
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
+	struct rbp_native *nat = NULL;
 	struct rbp_profile p;
-	struct rbp_sampler_status st;
+	struct rbp_sampler_status st = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct live lv = { 0 };
 	const struct rbp_format *fmt;
@@ -491,6 +512,11 @@ int cmd_record(int argc, char **argv)
 		}
 		return cli_fail(err, &subj);
 	}
+	if (o.native && (err = rbp_native_open(t, &nat))) {
+		rc = cli_fail(err, &subj);
+		goto cleanup;
+	}
+	o.so.native = nat;
 	if ((err = rbp_profile_init(&p))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
@@ -511,6 +537,8 @@ int cmd_record(int argc, char **argv)
 	err = rbp_sample_loop(t, vm, &o.so, &p, &st);
 	if (!o.silent)
 		print_stats(&st, fmt->name);
+	if (!o.silent && nat)
+		print_native_stats(nat);
 	if (err) {
 		rc = cli_fail(err, &subj);
 	} else if (!p.n_samples) {
@@ -526,6 +554,7 @@ int cmd_record(int argc, char **argv)
 	}
 	rbp_profile_free(&p);
 cleanup:
+	rbp_native_close(nat);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	/*

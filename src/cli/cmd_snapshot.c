@@ -5,7 +5,8 @@
  * thread) so the stacks are consistent, unless --nonblocking.  Thread
  * scheduler states are read before pausing (a paused thread shows 't').
  * Termination signals are held while the target is paused, so Ctrl-C can
- * never leave it stopped.
+ * never leave it stopped.  With --native each thread's native stack is
+ * unwound while paused and merged into its Ruby stack (ruby/merge.c).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "proc/native.h"
 #include "proc/target.h"
 #include "ruby/gc.h"
 #include "ruby/vm.h"
@@ -20,7 +22,7 @@
 #include "util/json.h"
 
 static const char snapshot_usage[] =
-	"usage: rbpeek snapshot --pid PID [--nonblocking] [--json] [--no-gc]\n"
+	"usage: rbpeek snapshot --pid PID [--nonblocking | --native] [--json] [--no-gc]\n"
 	"       rbpeek snapshot --core FILE [--json] [--no-gc]\n"
 	"\n"
 	"Print the Ruby stack of every thread: innermost frame first, one per line,\n"
@@ -33,6 +35,8 @@ static const char snapshot_usage[] =
 	"  -j, --json              print one JSON object instead of text\n"
 	"  -n, --nonblocking       read without pausing the process (stacks may be torn)\n"
 	"      --no-gc             no GC frame on top of the thread running the collector\n"
+	"      --native            also unwind native stacks: C functions a C method calls\n"
+	"                          (extensions, libc) appear above it, marked [native]\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n";
 
@@ -44,6 +48,7 @@ struct snapshot_opts {
 	int json;
 	int nonblocking;
 	int no_gc;
+	int native;
 };
 
 /* OS-level facts about one thread, read before pausing. */
@@ -72,6 +77,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		{ "sysroot", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "nonblocking", no_argument, NULL, 'n' },
+		{ "native", no_argument, NULL, 'N' },
 		{ "force-version", required_argument, NULL, 'F' },
 		{ "no-gc", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
@@ -90,6 +96,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		case 'S': o->sysroot = optarg; break;
 		case 'j': o->json = 1; break;
 		case 'n': o->nonblocking = 1; break;
+		case 'N': o->native = 1; break;
 		case 'F': o->force_version = optarg; break;
 		case 'G': o->no_gc = 1; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
@@ -103,6 +110,11 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		return cli_usage_error("snapshot", "unexpected argument '%s'", argv[optind]);
 	if (!o->pid == !o->core)
 		return cli_usage_error("snapshot", "give exactly one of --pid PID or --core FILE");
+	if (o->native && o->core)
+		return cli_usage_error("snapshot", "--native needs a live process (--pid), not a core file");
+	if (o->native && o->nonblocking)
+		return cli_usage_error("snapshot", "--native cannot be used with --nonblocking "
+				       "(native stacks are read while the process is paused)");
 	return 0;
 }
 
@@ -165,10 +177,11 @@ static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 			printf("    %s\n", rbp_gc_label(t->gc));
 		for (size_t j = 0; j < t->n_frames; j++) {
 			const struct rbp_frame *f = &s->frames[t->first_frame + j];
+			const char *mark = f->kind == RBP_FRAME_NATIVE ? "[native] " : "";
 			if (f->path[0])
-				printf("    %s (%s:%d)\n", f->label, f->path, (int)f->line);
+				printf("    %s%s (%s:%d)\n", mark, f->label, f->path, (int)f->line);
 			else
-				printf("    %s\n", f->label);
+				printf("    %s%s\n", mark, f->label);
 		}
 	}
 }
@@ -203,7 +216,8 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 			printf(",\"path\":");
 			rbp_json_string(stdout, f->path);
 			printf(",\"line\":%d,\"kind\":\"%s\"}", (int)f->line,
-			       f->kind == RBP_FRAME_CFUNC ? "cfunc" : "ruby");
+			       f->kind == RBP_FRAME_CFUNC ? "cfunc" :
+			       f->kind == RBP_FRAME_NATIVE ? "native" : "ruby");
 		}
 		printf("]}");
 	}
@@ -216,6 +230,7 @@ int cmd_snapshot(int argc, char **argv)
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
+	struct rbp_native *nat = NULL;
 	struct rbp_stacks s = { 0 };
 	struct os_thread *os = NULL;
 	struct os_tasks ot = { 0 };
@@ -237,7 +252,10 @@ int cmd_snapshot(int argc, char **argv)
 	if (!err) {
 		if (!t->is_core)
 			read_os_tasks(t->pid, &ot);
-		err = rbp_vm_read_stacks_paused(vm, o.nonblocking, &s);
+		if (o.native && !(err = rbp_native_open(t, &nat)))
+			err = rbp_vm_read_stacks_native(vm, nat, &s);
+		else if (!o.native)
+			err = rbp_vm_read_stacks_paused(vm, o.nonblocking, &s);
 	}
 	if (err) {
 		rc = cli_fail(err, &subj);
@@ -258,6 +276,7 @@ cleanup:
 	free(ot.tids);
 	free(ot.info);
 	rbp_stacks_free(&s);
+	rbp_native_close(nat);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	return rc;

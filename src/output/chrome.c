@@ -40,6 +40,7 @@ static const char *category(uint8_t kind)
 	case RBP_PFRAME_THREAD: return "thread";
 	case RBP_PFRAME_PROCESS: return "process";
 	case RBP_PFRAME_GC: return "gc";
+	case RBP_PFRAME_NATIVE: return "native";
 	default: return "ruby";
 	}
 }

@@ -319,7 +319,8 @@ static void fg_layout(struct fg *g)
 
 /* ---- colours ------------------------------------------------------------- */
 
-/* Warm for Ruby, blue for C, green for GC, grey for thread/process roots; hashed from the label. */
+/* Warm for Ruby, blue for C methods, green for GC, violet for native functions
+ * (--native), grey for thread/process roots; hashed from the label. */
 static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 {
 	const struct rbp_pframe *f = node ? &g->p->frames[g->p->nodes[node].frame] : NULL;
@@ -334,6 +335,10 @@ static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 		r = 60 + (int)(60 * v1);
 		gr = 150 + (int)(60 * v2);
 		b = 205 + (int)(50 * v3);
+	} else if (kind == RBP_PFRAME_NATIVE) {
+		r = 160 + (int)(50 * v1);
+		gr = 110 + (int)(40 * v2);
+		b = 200 + (int)(50 * v3);
 	} else if (kind == RBP_PFRAME_THREAD || kind == RBP_PFRAME_PROCESS) {
 		r = gr = 175 + (int)(30 * v1);
 		b = r + 5;

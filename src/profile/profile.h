@@ -33,6 +33,7 @@ enum rbp_pframe_kind {
 	RBP_PFRAME_THREAD = 2,   /* synthetic root for --threads: "thread 123 (name)" */
 	RBP_PFRAME_PROCESS = 3,  /* synthetic root for --subprocesses */
 	RBP_PFRAME_GC = 4,       /* "(GC: marking)": the collector, on top of a Ruby stack */
+	RBP_PFRAME_NATIVE = 5,   /* a native function (--native); path/line from DWARF */
 };
 
 struct rbp_pframe {

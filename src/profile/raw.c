@@ -236,7 +236,7 @@ static void read_frames(struct rd *r, struct rbp_profile *p)
 		uint32_t id;
 		if (r->err)
 			return;
-		if (kind > RBP_PFRAME_GC || line < INT32_MIN || line > INT32_MAX ||
+		if (kind > RBP_PFRAME_NATIVE || line < INT32_MIN || line > INT32_MAX ||
 		    first < INT32_MIN || first > INT32_MAX) {
 			r->err = RBP_EBADRAW;
 			return;

@@ -60,7 +60,8 @@ static int frame_id(struct loop *l, const struct rbp_frame *f, uint32_t *id)
 		return RBP_OK;
 	}
 	if ((err = rbp_profile_frame(l->p, f->label, path, line, f->first_line,
-				     f->kind == RBP_FRAME_CFUNC ? RBP_PFRAME_CFUNC : RBP_PFRAME_RUBY, id)))
+				     f->kind == RBP_FRAME_CFUNC ? RBP_PFRAME_CFUNC :
+				     f->kind == RBP_FRAME_NATIVE ? RBP_PFRAME_NATIVE : RBP_PFRAME_RUBY, id)))
 		return err;
 	return rbp_hmap_put(&l->frame_ids, key, *id + 1ull);
 }
@@ -137,7 +138,8 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 
 	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
 		read_states(l);
-	err = rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
+	err = l->o->native ? rbp_vm_read_stacks_native(l->vm, l->o->native, &l->stacks) :
+	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
 	if (err)
 		return err;
 	for (size_t i = 0; i < l->stacks.n_threads; i++) {

@@ -48,6 +48,9 @@ struct rbp_sampler_opts {
 	uint8_t by_function;      /* lines become the function's first line */
 	uint8_t nonblocking;      /* never pause the target */
 	uint8_t no_gc;            /* no "(GC: ...)" frame on the thread running the collector */
+	/* --native: unwind native stacks with this and merge them (never
+	 * nonblocking; NULL: Ruby frames only).  Not owned. */
+	struct rbp_native *native;
 	/* Polled between ticks: nonzero stops the loop.  May be NULL. */
 	int (*should_stop)(void *ctx);
 	/* Called about every progress_ns with the status so far.  May be NULL. */

@@ -59,6 +59,7 @@ struct rbp_vm {
 	struct rbp_hmap iseq_index;     /* iseq -> index+1 into iseqs[] */
 	struct rbp_hmap lines;          /* mix(iseq, pc) -> line */
 	struct rbp_hmap me_labels;      /* mix(kind, me) -> const char * qualified name */
+	struct rbp_hmap me_funcs;       /* C method's me -> its C function (cfunc.func) */
 	struct rbp_hmap thread_names;   /* Thread#name String VALUE -> const char * */
 	struct rv_iseq *iseqs;
 	size_t n_iseqs, cap_iseqs;

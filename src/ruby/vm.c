@@ -38,6 +38,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	rbp_hmap_clear(&vm->iseq_index);
 	rbp_hmap_clear(&vm->lines);
 	rbp_hmap_clear(&vm->me_labels);
+	rbp_hmap_clear(&vm->me_funcs);
 	rbp_hmap_clear(&vm->thread_names);
 	rbp_strpool_free(&vm->pool);
 	free(vm->iseqs);
@@ -60,6 +61,9 @@ void rbp_stacks_free(struct rbp_stacks *s)
 {
 	free(s->threads);
 	free(s->frames);
+	free(s->pcs);
+	free(s->n_pcs);
+	free(s->merged);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -59,6 +59,8 @@ const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm);
 enum rbp_frame_kind {
 	RBP_FRAME_RUBY = 0,   /* a Ruby method, block, class body, top level */
 	RBP_FRAME_CFUNC = 1,  /* a method implemented in C */
+	RBP_FRAME_NATIVE = 2, /* a machine-code function (--native): a C function
+			       * a C method calls, merged above that method */
 };
 
 struct rbp_frame {
@@ -67,6 +69,8 @@ struct rbp_frame {
 	int32_t line;         /* line executing now; 0 unknown */
 	int32_t first_line;   /* first line of the method/block; 0 for C frames */
 	uint8_t kind;         /* enum rbp_frame_kind */
+	uint64_t cfunc;       /* C frames: the C function implementing the method
+			       * (rb_method_definition_t body.cfunc.func), 0 unknown */
 };
 
 struct rbp_thread {
@@ -104,6 +108,12 @@ struct rbp_stacks {
 	size_t n_threads, cap_threads;
 	struct rbp_frame *frames;     /* per thread, innermost first */
 	size_t n_frames, cap_frames;
+	/* scratch for rbp_vm_read_stacks_native() */
+	uint64_t *pcs;                /* native stacks, RBP_NATIVE_MAX_FRAMES per thread */
+	size_t *n_pcs;                /* per thread: addresses in pcs */
+	size_t cap_pcs, cap_n_pcs;
+	struct rbp_frame *merged;     /* the merged frames being built */
+	size_t cap_merged;
 };
 
 /*
@@ -122,6 +132,19 @@ void rbp_stacks_free(struct rbp_stacks *s);
  * Ctrl-C can never leave it stopped.
  */
 int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out);
+
+/*
+ * rbp_vm_read_stacks_paused() plus each thread's native stack, unwound
+ * with nat while the target is paused, symbolized and merged into the
+ * thread's frames after it runs again (see ruby/merge.c): native frames
+ * (RBP_FRAME_NATIVE) of the C functions a C method calls appear above
+ * that method's frame; the interpreter's own frames are left out.  A
+ * thread whose native stack cannot be read keeps its Ruby frames.  Never
+ * nonblocking: a running thread's stack cannot be unwound.
+ */
+struct rbp_native;
+int rbp_vm_read_stacks_native(struct rbp_vm *vm, struct rbp_native *nat,
+			      struct rbp_stacks *out);
 
 /* Read statistics since attach: reads issued, bytes, cache hits. */
 struct rbp_vm_stats {

@@ -28,6 +28,7 @@
 struct me_info {
 	uint64_t owner;
 	uint64_t original_id;
+	uint64_t cfunc;      /* body.cfunc.func for a C method, else 0 */
 	uint32_t def_type;
 };
 
@@ -81,6 +82,10 @@ static int me_read(struct rbp_vm *vm, uint64_t me, struct me_info *out)
 		return err;
 	out->def_type = (uint32_t)rv_bitfield(def, &L->def_type);
 	out->original_id = rv_u64(def, L->def_original_id);
+	/* body is a union: cfunc.func is its first word, like iseq.iseqptr */
+	out->cfunc = out->def_type == L->method_type_cfunc && L->def_body_iseq_ptr >= 0 &&
+		     L->def_body_iseq_ptr + 8 <= (int)sizeof(def) ?
+		     rv_u64(def, L->def_body_iseq_ptr) : 0;
 	return RBP_OK;
 }
 
@@ -101,20 +106,24 @@ static int me_name(struct rbp_vm *vm, const struct me_info *mi, char *buf, size_
 /* ---- labels -------------------------------------------------------- */
 
 /*
- * Label of a C frame from its method entry: "Integer#times".  NULL when
- * the frame has no method entry: the VM's bootstrap frames carry the
- * C-frame magic with a cref instead, and Ruby's backtraces skip them too.
+ * Label of a C frame from its method entry: "Integer#times", and the C
+ * function that implements it (*func, 0 unknown).  NULL when the frame has
+ * no method entry: the VM's bootstrap frames carry the C-frame magic with
+ * a cref instead, and Ruby's backtraces skip them too.
  */
-static const char *cfunc_label(struct rbp_vm *vm, uint64_t meref)
+static const char *cfunc_label(struct rbp_vm *vm, uint64_t meref, uint64_t *func)
 {
 	static const char unknown[] = "(unknown cfunc)";
 	uint64_t key = rbp_mix64(meref, 1), cached;
 	char buf[RV_MAX_STRING];
-	struct me_info mi;
+	struct me_info mi = { 0 };
 	const char *label = unknown;
 
-	if (rbp_hmap_get(&vm->me_labels, key, &cached))
+	*func = 0;
+	if (rbp_hmap_get(&vm->me_labels, key, &cached)) {
+		rbp_hmap_get(&vm->me_funcs, meref, func);
 		return (const char *)(uintptr_t)cached;
+	}
 	uint64_t me = check_me(vm, meref, 1);
 	if (!me)
 		return NULL;
@@ -122,6 +131,9 @@ static const char *cfunc_label(struct rbp_vm *vm, uint64_t meref)
 		label = rbp_strpool_intern0(&vm->pool, buf);
 	if (!label)
 		label = unknown;
+	if (mi.cfunc)
+		rbp_hmap_put(&vm->me_funcs, meref, mi.cfunc);
+	*func = mi.cfunc;
 	rbp_hmap_put(&vm->me_labels, key, (uint64_t)(uintptr_t)label);
 	return label;
 }
@@ -371,7 +383,7 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &meref))
 			return RBP_OK;
 		f.kind = RBP_FRAME_CFUNC;
-		if (!(f.label = cfunc_label(vm, meref)))
+		if (!(f.label = cfunc_label(vm, meref, &f.cfunc)))
 			return RBP_OK;
 	} else {
 		if (!iseq || !pc || rv_iseq(vm, iseq, &info))
