@@ -1,0 +1,202 @@
+# frozen_string_literal: true
+#
+# 92-native.rb - native frames (--native, issue 9): each thread's native
+# stack unwound, symbolized and merged into its Ruby stack.
+#
+# A tiny C extension (tests/targets/ext/native_test.c), compiled here with
+# the target Ruby's own gcc and headers, spins in ext_outer -> ext_inner
+# under a known Ruby stack that itself passes through C (NativeTest.call_back
+# yields from ext_yielder).  The merged stack must be exact: the C
+# functions above the C method that called them, no interpreter frame
+# (vm_exec_core, rb_yield, ...) anywhere.  Run on:
+#   - the host's Ruby 3.1 (libruby with .dynsym only);
+#   - a Ruby 3.1.2 with full symbols (.symtab, DWARF): the static build of
+#     tools/build-static-ruby.sh, when present;
+#   - the 3.3 chroot (stripped libruby; rb_vm_exec not exported), with the
+#     extension built inside the chroot.
+# Plus: a real extension from Debian (OpenSSL digest) shows its function
+# names; record --native writes native frames to every format and through
+# the raw file; --native with --nonblocking is a usage error.
+require_relative "lib/e2e"
+require_relative "lib/record"
+require "fileutils"
+require "open3"
+include E2E
+
+EXT_SRC = File.join(TARGETS, "ext", "native_test.c")
+MAIN = File.join(TARGETS, "ext", "native_main.rb")
+STATIC = "/var/cache/rbpeek-static/v3_1_2/ruby"
+CHROOT = "/var/cache/rbpeek/chroots/3.3"
+NAMES = %w[native/usage native/host native/host-record native/host-formats native/static
+           native/chroot-3.3 native/openssl].freeze
+exit 0 if skip_without_rbpeek(NAMES)
+
+# Innermost first, as snapshot --json lists them.
+WANT = [
+  %w[ext_inner native], %w[ext_outer native], %w[NativeTest.spin cfunc], %w[Work.deep ruby],
+  ["block in Work.run", "ruby"], %w[ext_yielder native], %w[ext_call_back native],
+  %w[NativeTest.call_back cfunc], %w[Work.run ruby], %w[<main> ruby]
+].freeze
+# ext_outer's own loop, between two calls of ext_inner: rare, and as exact.
+WANT_OUTER = WANT.drop(1).freeze
+INTERPRETER = /\A(vm_|rb_vm_|rb_yield|rb_funcall|rb_call|invoke_|libruby|ruby3|rb_ensure|rb_protect)/.freeze
+
+# gcc ... -shared for ruby (argv prefix to run it: [] or ["chroot", DIR]).
+def build_ext(prefix, src, out)
+  hdr = run([*prefix, "ruby", "-e", 'print RbConfig::CONFIG["rubyhdrdir"], " ", RbConfig::CONFIG["rubyarchhdrdir"]'])
+  raise "ruby in #{prefix.inspect}: #{hdr.describe}" unless hdr.status&.zero?
+
+  incs = hdr.stdout.split.flat_map { |d| ["-I", d] }
+  b = run([*prefix, "gcc", "-O2", "-g", "-fPIC", "-shared", *incs, "-o", out, src], timeout: 60)
+  raise "gcc: #{b.describe} #{b.stderr[0, 400]}" unless b.status&.zero?
+end
+
+# Start argv, wait for READY; yields the pid; kills the target after.
+def with_target(argv)
+  Open3.popen2(*argv) do |_in, out, thr|
+    register_pid(thr.pid)
+    line = Timeout.timeout(20) { out.gets }
+    raise "no READY from #{argv.inspect}: #{line.inspect}" unless line&.start_with?("READY")
+
+    yield thr.pid
+  ensure
+    kill_pid(thr.pid) if thr
+  end
+end
+
+def main_frames(pid)
+  snap = json_of(rbpeek("snapshot", "--pid", pid, "--native", "--json"))
+  snap["threads"].find { |t| t["main"] }["frames"].map { |f| [f["label"], f["kind"]] }
+end
+
+# Five snapshots: each exact, and ext_inner seen on top in most.
+def exact_problem(pid)
+  seen = Array.new(5) { main_frames(pid) }
+  bad = seen.reject { |s| s == WANT || s == WANT_OUTER }
+  return "merged stack not exact: #{bad.first.inspect}" unless bad.empty?
+  return "ext_inner never on top: #{seen.inspect}" if seen.count(WANT) < 3
+
+  state = File.read("/proc/#{pid}/stat")[/\) (\S)/, 1]
+  return "target left stopped (state #{state})" if %w[t T].include?(state)
+
+  nil
+end
+
+def check_exact(name, argv)
+  with_target(argv) do |pid|
+    (p = exact_problem(pid)) ? fail(name, p) : ok(name)
+  end
+end
+
+test("native/usage") do
+  a = rbpeek("snapshot", "--pid", $$, "--native", "--nonblocking")
+  b = rbpeek("record", "--pid", $$, "--native", "--nonblocking", "-d", "1")
+  c = rbpeek("snapshot", "--core", "/nonexistent", "--native")
+  bad = [a, b, c].find { |r| r.status != 2 || !r.stderr.include?("--native") || error_format_problem(r) }
+  bad ? fail("native/usage", bad.describe + " " + bad.stderr) : ok("native/usage")
+end
+
+dir = Record.tmp("native", mkdir: true)
+host_so = File.join(dir, "native_test.so")
+built = begin
+  build_ext([], EXT_SRC, host_so)
+  nil
+rescue StandardError => e
+  e.message
+end
+
+if built
+  %w[native/host native/host-record native/host-formats native/static].each { |n| skip(n, "cannot build the extension: #{built}") }
+else
+  test("native/host") { check_exact("native/host", [RUBY, MAIN, host_so]) }
+
+  with_target([RUBY, MAIN, host_so]) do |pid|
+    out = Record.tmp("native.collapsed")
+    res = Record.rec("record", "--pid", pid, "--native", "-d", "1", "-f", "collapsed", "-o", out)
+    raw = Record.raw_path_of(res)
+    test("native/host-record") do
+      lines = res.status&.zero? ? File.readlines(out, chomp: true) : []
+      stacks = lines.map { |l| l.sub(/ \d+\z/, "").split(";").map { |f| f.sub(/ \(.*\)\z/, "") } }
+      spin = stacks.select { |s| s.include?("NativeTest.spin") }
+      tails = spin.map { |s| s[s.index("NativeTest.spin") + 1..] }.uniq
+      if lines.empty?
+        fail("native/host-record", res.describe + " " + res.stderr)
+      elsif (f = stacks.flatten.grep(INTERPRETER).first)
+        fail("native/host-record", "interpreter frame #{f.inspect} in #{lines.first}")
+      elsif spin.empty? || !(tails - [%w[ext_outer ext_inner], %w[ext_outer]]).empty?
+        fail("native/host-record", "frames above NativeTest.spin: #{tails.inspect}")
+      elsif !res.stderr.match?(/native: \d+ stacks unwound/)
+        fail("native/host-record", "no native statistics line: #{res.stderr}")
+      else
+        ok("native/host-record", "#{spin.size} stacks")
+      end
+    end
+    test("native/host-formats") do
+      chrome = Record.tmp("native.json")
+      rep = Record.rec("report", "-i", raw.to_s, "-f", "chrome", "-o", chrome)
+      again = Record.tmp("again.collapsed")
+      rep2 = Record.rec("report", "-i", raw.to_s, "-f", "collapsed", "-o", again)
+      if !raw || !rep.status&.zero? || !rep2.status&.zero?
+        fail("native/host-formats", "report: #{rep.describe} #{rep.stderr} #{rep2.stderr}")
+      elsif File.read(again) != File.read(out)
+        fail("native/host-formats", "collapsed from the raw file differs from the recording's")
+      elsif !File.read(chrome).match?(/"name":"ext_inner","cat":"native"/)
+        fail("native/host-formats", "no native event in the chrome trace")
+      else
+        ok("native/host-formats")
+      end
+    end
+  end
+
+  if File.executable?(STATIC)
+    test("native/static") { check_exact("native/static", [STATIC, "--disable-gems", MAIN, host_so]) }
+  else
+    skip("native/static", "no Ruby with full symbols (run tools/build-static-ruby.sh)")
+  end
+end
+
+# The 3.3 chroot: a stripped libruby; the extension built with its own gcc.
+test("native/chroot-3.3") do
+  if !root?
+    skip("native/chroot-3.3", "needs root (chroot)")
+  elsif !File.exist?("#{CHROOT}/READY")
+    skip("native/chroot-3.3", "no Ruby 3.3 chroot (run tools/setup-rubies.sh)")
+  elsif !File.executable?("#{CHROOT}/usr/bin/gcc") || Dir.glob("#{CHROOT}/usr/include/ruby-3.3*/ruby.h").empty?
+    skip("native/chroot-3.3", "no gcc and ruby3.3-dev in the chroot (install them there: " \
+                              "chroot #{CHROOT} apt-get install gcc libc6-dev ruby3.3-dev)")
+  else
+    inner = "/tmp/rbpeek-native.#{$$}"
+    host = File.join(CHROOT, inner)
+    begin
+      FileUtils.mkdir_p(host)
+      FileUtils.cp([EXT_SRC, MAIN], host)
+      build_ext(["chroot", CHROOT], "#{inner}/native_test.c", "#{inner}/native_test.so")
+      check_exact("native/chroot-3.3", ["chroot", CHROOT, "ruby", "#{inner}/native_main.rb", "#{inner}/native_test.so"])
+    ensure
+      FileUtils.rm_rf(host)
+    end
+  end
+end
+
+# A real extension: OpenSSL's digest, its C function named from .dynsym.
+test("native/openssl") do
+  with_target([RUBY, File.join(TARGETS, "ext", "digest_loop.rb")]) do |pid|
+    out = Record.tmp("digest.collapsed")
+    res = Record.rec("record", "--pid", pid, "--native", "-d", "1", "-f", "collapsed", "-o", out)
+    lines = res.status&.zero? ? File.readlines(out, chomp: true) : []
+    stacks = lines.map { |l| l.sub(/ \d+\z/, "").split(";").map { |f| f.sub(/ \(.*\)\z/, "") } }
+    named = stacks.select { |s| s.each_cons(2).include?(["OpenSSL::Digest#update", "ossl_digest_update"]) }
+    if lines.empty?
+      fail("native/openssl", res.describe + " " + res.stderr)
+    elsif (f = stacks.flatten.grep(INTERPRETER).first)
+      fail("native/openssl", "interpreter frame #{f.inspect}")
+    elsif named.empty?
+      fail("native/openssl", "no ossl_digest_update above OpenSSL::Digest#update: #{lines.first(3).inspect}")
+    elsif named.none? { |s| s.last(s.size - s.index("ossl_digest_update") - 1).grep(/\A(EVP_|SHA256|libcrypto)/).any? }
+      fail("native/openssl", "no libcrypto frame above ossl_digest_update: #{named.first.inspect}")
+    else
+      ok("native/openssl", "#{named.size}/#{stacks.size} stacks name ossl_digest_update")
+    end
+  end
+end
+finish
