@@ -71,6 +71,7 @@ bench: $(BIN) $(BUILD)/bench_formats
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
+	@bench/native.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
