@@ -134,6 +134,17 @@ void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s);
 int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old);
 void rv_resume(struct rbp_pause *pause, const sigset_t *old);
 
+/* ---- native frames (merge.c) ------------------------------------- */
+struct rbp_native_sym;
+/*
+ * The merge of one thread (rules in merge.c): for each native frame k
+ * (syms[k], innermost first) the index of the Ruby frame in r (innermost
+ * first) it goes above, or -1 when it is left out.  ruby_path names the
+ * file Ruby lives in, as the native symbols name modules.
+ */
+int rv_merge_owners(const char *ruby_path, const struct rbp_frame *r, size_t n_r,
+		    const struct rbp_native_sym *const *syms, size_t n_n, long *owner);
+
 /* ---- discovery (discover.c) ---------------------------------------- */
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
 

@@ -100,21 +100,13 @@ static long find_cfunc(const struct rbp_frame *r, long next, uint64_t start)
 	return -1;
 }
 
-/*
- * owner[k] for each native frame k: the index of the Ruby frame it is
- * placed above, or -1 when it is left out (rules 1-5 of the header).
- */
-static int assign_owners(struct rbp_native *nat, const char *ruby_path,
-			 const struct rbp_frame *r, size_t n_r, const uint64_t *pcs, size_t n_n,
-			 long *owner)
+int rv_merge_owners(const char *ruby_path, const struct rbp_frame *r, size_t n_r,
+		    const struct rbp_native_sym *const *syms, size_t n_n, long *owner)
 {
 	long cur = -1, next = (long)n_r - 1;
-	int err;
 
 	for (size_t k = n_n; k-- > 0;) {
-		const struct rbp_native_sym *s;
-		if ((err = rbp_native_symbol(nat, pcs[k], &s)))
-			return err;
+		const struct rbp_native_sym *s = syms[k];
 		long m = find_cfunc(r, next, s->start);
 		int in_ruby = s->module[0] && !strcmp(s->module, ruby_path);
 		owner[k] = -1;
@@ -137,6 +129,20 @@ static int assign_owners(struct rbp_native *nat, const char *ruby_path,
 		owner[k] = cur;
 	}
 	return RBP_OK;
+}
+
+/* The symbols of a thread's native frames, then their owners. */
+static int assign_owners(struct rbp_native *nat, const char *ruby_path,
+			 const struct rbp_frame *r, size_t n_r, const uint64_t *pcs, size_t n_n,
+			 long *owner)
+{
+	const struct rbp_native_sym *syms[RBP_NATIVE_MAX_FRAMES];
+	int err;
+
+	for (size_t k = 0; k < n_n; k++)
+		if ((err = rbp_native_symbol(nat, pcs[k], &syms[k])))
+			return err;
+	return rv_merge_owners(ruby_path, r, n_r, syms, n_n, owner);
 }
 
 /* Append thread th's merged frames to merged[*n]. */
