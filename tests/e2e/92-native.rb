@@ -27,8 +27,8 @@ EXT_SRC = File.join(TARGETS, "ext", "native_test.c")
 MAIN = File.join(TARGETS, "ext", "native_main.rb")
 STATIC = "/var/cache/rbpeek-static/v3_1_2/ruby"
 CHROOT = "/var/cache/rbpeek/chroots/3.3"
-NAMES = %w[native/usage native/host native/host-record native/host-formats native/static
-           native/chroot-3.3 native/openssl].freeze
+NAMES = %w[native/usage native/host native/host-record native/host-formats native/late-load
+           native/static native/chroot-3.3 native/openssl].freeze
 exit 0 if skip_without_rbpeek(NAMES)
 
 # Innermost first, as snapshot --json lists them.
@@ -106,7 +106,7 @@ rescue StandardError => e
 end
 
 if built
-  %w[native/host native/host-record native/host-formats native/static].each { |n| skip(n, "cannot build the extension: #{built}") }
+  %w[native/host native/host-record native/host-formats native/late-load native/static].each { |n| skip(n, "cannot build the extension: #{built}") }
 else
   test("native/host") { check_exact("native/host", [RUBY, MAIN, host_so]) }
 
@@ -144,6 +144,22 @@ else
         fail("native/host-formats", "no native event in the chrome trace")
       else
         ok("native/host-formats")
+      end
+    end
+  end
+
+  # The extension is mapped after rbpeek attached: found by re-reading the maps.
+  test("native/late-load") do
+    with_target([RUBY, MAIN, host_so, "late"]) do |pid|
+      out = Record.tmp("late.collapsed")
+      res = Record.rec("record", "--pid", pid, "--native", "-d", "2.5", "-f", "collapsed", "-o", out)
+      text = res.status&.zero? ? File.read(out) : ""
+      if text.empty?
+        fail("native/late-load", res.describe + " " + res.stderr)
+      elsif !text.match?(/NativeTest\.spin[^;]*;ext_outer[^;]*;ext_inner/)
+        fail("native/late-load", "no ext_outer;ext_inner above NativeTest.spin: #{text[0, 600]}")
+      else
+        ok("native/late-load")
       end
     end
   end
