@@ -335,11 +335,12 @@ static void fill_sym(struct rbp_native *n, uint64_t pc, struct rbp_native_sym *s
 		s->named = 1;
 		s->start = pc - off;
 	} else {
+		/* named by where its function starts, so its samples add up */
 		const char *base = mod ? strrchr(mod, '/') : NULL;
-		snprintf(buf, sizeof(buf), "%s+0x%llx", base ? base + 1 : mod ? mod : "?",
-			 (unsigned long long)(pc - low));
-		s->name = rbp_strpool_intern0(&n->pool, buf);
 		s->start = fde_start(n, m, low, pc);
+		snprintf(buf, sizeof(buf), "%s+0x%llx", base ? base + 1 : mod ? mod : "?",
+			 (unsigned long long)((s->start ? s->start : pc) - low));
+		s->name = rbp_strpool_intern0(&n->pool, buf);
 	}
 	Dwfl_Line *ln = dwfl_module_getsrc(m, pc);
 	const char *file = ln ? dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL) : NULL;
