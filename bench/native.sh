@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # bench/native.sh - what --native costs per sample: rbpeek's CPU time per
 # tick with and without --native, on the same target in the same run (the
-# ratio is the figure to read; the machine may be noisy, so each figure is
-# the best of 3).  Targets: bench/targets.rb at Ruby stack depths 10 and 100
-# (its native stack is the interpreter's: vm_exec_core and friends), and the
-# C extension of the native tests spinning in ext_outer -> ext_inner under
-# NativeTest.call_back (native frames on both sides of a re-entry).
-# CPU time is rbpeek's own utime + stime as it reports it; the cost per
-# tick is marginal: (CPU of a 2*SECS recording - CPU of a SECS one) / extra
-# ticks, so attaching and reading symbol tables once are not counted.
+# ratio is the figure to read).  Targets: bench/targets.rb at Ruby stack
+# depths 10 and 100 (its native stack is the interpreter's: vm_exec_core and
+# friends), and the C extension of the native tests spinning in ext_outer ->
+# ext_inner under NativeTest.call_back (native frames on both sides of a
+# re-entry).  CPU time is rbpeek's own utime + stime as it reports it, over
+# a whole recording of SECS seconds at RATE Hz, so attaching (and, with
+# --native, indexing the target's ELF files once) is included, spread over
+# the ticks.  The machine may be noisy: the two modes are run alternately,
+# three times each, and the best of each is shown.
 set -u
 cd "$(dirname "$0")/.."
 RBPEEK=${RBPEEK:-build/rbpeek}
-SECS=${SECS:-2}
+SECS=${SECS:-4}
 RATE=${RATE:-200}
 work=$(mktemp -d)
 pidfile=$work/pids
@@ -35,34 +36,29 @@ $(echo "$out" | sed -n 's/.* in \([0-9]*\) ticks.*/\1/p') \
 $(echo "$out" | sed -n 's|.*sampling took [0-9]*/\([0-9]*\)/.*|\1|p')"
 }
 
-# Best marginal CPU us/tick of 3, and the best average wall time of a tick
-# (the target is paused for most of it): "cpu wall".
-per_tick() {   # pid flags...
+# "cpu-us-per-tick wall-us-per-tick" of one recording.
+one() {   # pid flags...
 	local pid=$1; shift
-	local best="" wall="" us cpu1 t1 cpu2 t2 w
-	for _ in 1 2 3; do
-		read -r cpu1 t1 _ < <(cpu_ticks "$pid" "$SECS" "$@")
-		read -r cpu2 t2 w < <(cpu_ticks "$pid" $((2 * SECS)) "$@")
-		[ -n "$w" ] && { [ -z "$wall" ] || [ "$w" -lt "$wall" ]; } && wall=$w
-		us=$(awk -v a="$cpu1" -v b="$cpu2" -v s="$t1" -v t="$t2" \
-			'BEGIN { if (t > s && b >= a) printf "%.1f", (b - a) * 1e6 / (t - s) }')
-		[ -n "$us" ] || continue
-		[ -z "$best" ] || awk -v a="$us" -v b="$best" 'BEGIN { exit !(a < b) }' && best=$us
-	done
-	echo "${best:-?} ${wall:-?}"
+	local cpu ticks wall
+	read -r cpu ticks wall < <(cpu_ticks "$pid" "$SECS" "$@")
+	awk -v c="$cpu" -v t="$ticks" -v w="$wall" 'BEGIN { if (t > 0) printf "%.1f %s\n", c * 1e6 / t, w; else print "? ?" }'
 }
 
-row() {   # name pid
-	local plain native pw nw
-	read -r plain pw < <(per_tick "$2")
-	read -r native nw < <(per_tick "$2" --native)
+min() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "?") print b; else if (b == "?" || a + 0 <= b + 0) print a; else print b }'; }
+
+row() {   # name pid: plain and --native alternately, best of 3 each
+	local plain="" native="" pw="" nw="" c w
+	for _ in 1 2 3; do
+		read -r c w < <(one "$2"); plain=$(min "$plain" "$c"); pw=$(min "$pw" "$w")
+		read -r c w < <(one "$2" --native); native=$(min "$native" "$c"); nw=$(min "$nw" "$w")
+	done
 	printf "%-26s %10s %10s %7s %10s %10s\n" "$1" "$plain" "$native" \
 		"$(awk -v a="$plain" -v b="$native" 'BEGIN { if (a > 0 && b > 0) printf "%.1fx", b / a; else print "?" }')" \
 		"$pw" "$nw"
 }
 
-echo "== CPU per tick, Ruby stacks only vs --native (rate $RATE Hz, marginal between $SECS s and $((2 * SECS)) s, best of 3)"
-echo "(CPU: rbpeek's own CPU us per tick; wall: average us per tick, the target paused most of it)"
+echo "== CPU per tick, Ruby stacks only vs --native (rate $RATE Hz, $SECS s recordings, alternating, best of 3)"
+echo "(CPU: rbpeek's own CPU us per tick, start-up included; wall: average us per tick, the target paused most of it)"
 printf "%-26s %10s %10s %7s %10s %10s\n" target "CPU" "CPU native" ratio "wall" "wall nat."
 for depth in 10 100; do
 	pid=$(start ruby bench/targets.rb "$depth" 1)
@@ -77,4 +73,34 @@ if gcc -O2 -g -fPIC -shared -I"$(ruby -e 'print RbConfig::CONFIG["rubyhdrdir"]')
 	kill -KILL "$pid"
 else
 	echo "C extension: not built: $(head -c 300 "$work/gcc.err")"
+fi
+
+# User-space instructions per sample (callgrind, counted inside the sampling
+# loop only): deterministic where CPU time is noisy, but blind to the
+# kernel's share (ptrace stops, process_vm_readv).  Marginal between a
+# SECS and a 2*SECS recording, so what is done once (indexing files,
+# loading a library's CFI and symbols on first use) is not counted.
+if command -v valgrind >/dev/null; then
+	ir_samples() {   # pid secs flags... -> "Ir samples"
+		local pid=$1 secs=$2; shift 2
+		local out
+		out=$(valgrind --tool=callgrind --toggle-collect=rbp_sample_loop \
+			--callgrind-out-file="$work/cg.out" "$RBPEEK" record --pid "$pid" -r 50 \
+			-d "$secs" -f raw -o /dev/null "$@" 2>&1)
+		echo "$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p') \
+$(echo "$out" | sed -n 's/.*: \([0-9]*\) samples in.*/\1/p')"
+	}
+	ir_row() {   # name pid flags...
+		local name=$1 pid=$2; shift 2
+		local i1 s1 i2 s2
+		read -r i1 s1 < <(ir_samples "$pid" "$SECS" "$@")
+		read -r i2 s2 < <(ir_samples "$pid" $((2 * SECS)) "$@")
+		awk -v a="$i1" -v b="$i2" -v s="$s1" -v t="$s2" -v n="$name" \
+			'BEGIN { if (t > s) printf "%-36s %12.0f\n", n, (b - a) / (t - s); else printf "%-36s %12s\n", n, "?" }'
+	}
+	echo "== user-space instructions per sample (callgrind, 50 Hz, marginal between $SECS s and $((2 * SECS)) s)"
+	pid=$(start ruby bench/targets.rb 10 1)
+	ir_row "ruby depth 10" "$pid"
+	ir_row "ruby depth 10 --native" "$pid" --native
+	kill -KILL "$pid"
 fi
