@@ -42,8 +42,13 @@
  *      st_foreach, ...) unless it is interpreter plumbing (vm_*, rb_vm_*,
  *      rb_protect, rb_ensure, rb_thread_*, ...), and dropped (folded) when
  *      the file has only .dynsym: an unnamed frame there cannot be told
- *      apart from the interpreter's.  Folding keeps the owner: C code can
- *      only enter Ruby code through an exported function (rule 3);
+ *      apart from the interpreter's.  Folding keeps the owner: an
+ *      extension can only enter Ruby code through an exported function
+ *      (rule 3).  libruby's own C methods may enter it through inlined
+ *      static code; then, on a stripped libruby without an exported
+ *      rb_vm_exec (3.3), a non-libruby frame the interpreter itself calls
+ *      later (memset under the allocator) could be placed above that
+ *      outer C method: a rare misplacement, never a lost frame;
  *   5. any other frame (an extension, libc, libcrypto) is kept for the
  *      owner, named by its symbol or "file+0xoffset".
  * Kept frames are placed above their owner's Ruby frame.  A C method whose
