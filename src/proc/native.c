@@ -14,7 +14,9 @@
  *
  * Modules: every file the target maps is reported once, by the path the
  * target sees (the module name) and opened under t->root; its load base
- * is the start of its mapping at file offset 0.  Libraries loaded later
+ * is the start of its mapping at file offset 0.  The vDSO is reported too
+ * (libdwfl reads its image from memory), so a thread in clock_gettime
+ * unwinds through it.  Libraries loaded later
  * (a C extension required after we attached) show up as an unwind that
  * stops at an address in no module: then /proc/PID/maps is read again
  * (at most once per RESCAN_EVERY unwinds) and new files are added.
@@ -59,30 +61,40 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
+/* Report one mapping at file offset 0 to libdwfl; 1 when it took it. */
+static int report_one(struct rbp_native *n, const struct rbp_mapping *mp)
+{
+	char path[4096];
+
+	/* the kernel's vDSO: dwfl_linux_proc_find_elf reads its image */
+	if (!strcmp(mp->path, "[vdso]"))
+		return dwfl_report_module(n->dwfl, "[vdso]", mp->start, mp->end) != NULL;
+	/*
+	 * Through the target's root first (a container's own files); a
+	 * process merely chroot'ed in our mount namespace shows our paths in
+	 * its maps.  Not an ELF file (a locale archive, a font): dwfl
+	 * declines it.
+	 */
+	return (!rbp_target_path(n->t, mp->path, path, sizeof(path)) &&
+		dwfl_report_elf(n->dwfl, mp->path, path, -1, mp->start, false)) ||
+	       (n->t->root[0] && dwfl_report_elf(n->dwfl, mp->path, mp->path, -1, mp->start, false));
+}
+
 /* Report every file mapping of m not reported yet; *added counts new ones. */
 static int report_maps(struct rbp_native *n, const struct rbp_maps *m, int *added)
 {
-	char path[4096];
 	uint64_t v;
 
 	dwfl_report_begin_add(n->dwfl);
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rbp_mapping *mp = &m->v[i];
-		if (!mp->path || mp->path[0] != '/' || mp->deleted || mp->offset != 0)
+		if (!mp->path || (mp->path[0] != '/' && strcmp(mp->path, "[vdso]")) ||
+		    mp->deleted || mp->offset != 0)
 			continue;
 		uint64_t key = rbp_mix64(hash_str(mp->path), mp->start);
 		if (rbp_hmap_get(&n->reported, key, &v))
 			continue;
-		/*
-		 * Through the target's root first (a container's own files); a
-		 * process merely chroot'ed in our mount namespace shows our
-		 * paths in its maps.  Not an ELF file (a locale archive, a
-		 * font): dwfl declines it.
-		 */
-		if ((!rbp_target_path(n->t, mp->path, path, sizeof(path)) &&
-		     dwfl_report_elf(n->dwfl, mp->path, path, -1, mp->start, false)) ||
-		    (n->t->root[0] && dwfl_report_elf(n->dwfl, mp->path, mp->path, -1, mp->start, false)))
-			(*added)++;
+		*added += report_one(n, mp);
 		if (rbp_hmap_put(&n->reported, key, 1)) {
 			dwfl_report_end(n->dwfl, NULL, NULL);
 			return RBP_ENOMEM;
@@ -107,7 +119,7 @@ int rbp_native_open(struct rbp_target *t, struct rbp_native **out)
 		free(n);
 		return RBP_ENOMEM;
 	}
-	n->cb.find_elf = dwfl_linux_proc_find_elf;   /* not used: files are given */
+	n->cb.find_elf = dwfl_linux_proc_find_elf;   /* for the vDSO; files are given */
 	n->cb.find_debuginfo = dwfl_standard_find_debuginfo;
 	n->cb.debuginfo_path = &n->debuginfo_path;
 	if (!(n->dwfl = dwfl_begin(&n->cb))) {
@@ -321,9 +333,8 @@ static void fill_sym(struct rbp_native *n, uint64_t pc, struct rbp_native_sym *s
 	int line;
 
 	s->file = s->module = "";
-	if (!m) {
-		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)pc);
-		s->name = rbp_strpool_intern0(&n->pool, buf);
+	if (!m) {   /* anonymous code: a JIT, a trampoline */
+		s->name = "[unknown]";
 		return;
 	}
 	const char *mod = dwfl_module_info(m, NULL, &low, NULL, NULL, NULL, NULL, NULL);
@@ -335,11 +346,19 @@ static void fill_sym(struct rbp_native *n, uint64_t pc, struct rbp_native_sym *s
 		s->named = 1;
 		s->start = pc - off;
 	} else {
-		/* named by where its function starts, so its samples add up */
+		/*
+		 * Named by where its function starts, so its samples add up;
+		 * by the file alone when that is unknown (the vDSO's image has
+		 * no section headers).
+		 */
 		const char *base = mod ? strrchr(mod, '/') : NULL;
+		base = base ? base + 1 : mod ? mod : "?";
 		s->start = fde_start(n, m, low, pc);
-		snprintf(buf, sizeof(buf), "%s+0x%llx", base ? base + 1 : mod ? mod : "?",
-			 (unsigned long long)((s->start ? s->start : pc) - low));
+		if (s->start)
+			snprintf(buf, sizeof(buf), "%s+0x%llx", base,
+				 (unsigned long long)(s->start - low));
+		else
+			snprintf(buf, sizeof(buf), "%s", base);
 		s->name = rbp_strpool_intern0(&n->pool, buf);
 	}
 	Dwfl_Line *ln = dwfl_module_getsrc(m, pc);

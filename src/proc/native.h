@@ -32,9 +32,9 @@ struct rbp_native;
 /* What rbpeek knows about one code address.  Strings live as long as n. */
 struct rbp_native_sym {
 	const char *name;     /* "ext_inner"; "libfoo.so.1+0x1a20" (the offset of the
-			       * function's start, else of pc, from the file's load
-			       * address) when no symbol covers pc; "0x7f12..." outside
-			       * any file */
+			       * function's start from the file's load address) when
+			       * no symbol covers pc, "libfoo.so.1" ("[vdso]") when
+			       * the start is unknown too; "[unknown]" outside any file */
 	const char *file;     /* source file from DWARF, "" unknown */
 	int32_t line;         /* its line, 0 unknown */
 	uint64_t start;       /* first address of the function (symbol, else CFI), 0 unknown */

@@ -28,7 +28,7 @@ MAIN = File.join(TARGETS, "ext", "native_main.rb")
 STATIC = "/var/cache/rbpeek-static/v3_1_2/ruby"
 CHROOT = "/var/cache/rbpeek/chroots/3.3"
 NAMES = %w[native/usage native/host native/host-record native/host-formats native/late-load
-           native/static native/chroot-3.3 native/openssl].freeze
+           native/static native/chroot-3.3 native/openssl native/vdso].freeze
 exit 0 if skip_without_rbpeek(NAMES)
 
 # Innermost first, as snapshot --json lists them.
@@ -212,6 +212,25 @@ test("native/openssl") do
       fail("native/openssl", "no libcrypto frame above ossl_digest_update: #{named.first.inspect}")
     else
       ok("native/openssl", "#{named.size}/#{stacks.size} stacks name ossl_digest_update")
+    end
+  end
+end
+# A thread inside the vDSO: unwound through it, under glibc's clock_gettime.
+test("native/vdso") do
+  with_target([RUBY, File.join(TARGETS, "ext", "clock_loop.rb")]) do |pid|
+    out = Record.tmp("clock.collapsed")
+    res = Record.rec("record", "--pid", pid, "--native", "-d", "1", "-f", "collapsed", "-o", out)
+    lines = res.status&.zero? ? File.readlines(out, chomp: true) : []
+    stacks = lines.map { |l| l.sub(/ \d+\z/, "").split(";").map { |f| f.sub(/ \(.*\)\z/, "") } }
+    vdso = stacks.select { |s| s.last == "[vdso]" }
+    if lines.empty?
+      fail("native/vdso", res.describe + " " + res.stderr)
+    elsif vdso.empty?
+      fail("native/vdso", "no stack ends in [vdso]: #{lines.first(3).inspect}")
+    elsif (bad = vdso.find { |s| s.first(4) != ["<main>", "Kernel#loop", "block in <main>", "Process.clock_gettime"] })
+      fail("native/vdso", "the Ruby frames under [vdso] are wrong: #{bad.inspect}")
+    else
+      ok("native/vdso", "#{vdso.size} of #{stacks.size} stacks")
     end
   end
 end
