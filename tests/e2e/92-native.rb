@@ -171,13 +171,29 @@ else
   end
 end
 
+def chroot_dev_present?
+  File.executable?("#{CHROOT}/usr/bin/gcc") && !Dir.glob("#{CHROOT}/usr/include/ruby-3.3*/ruby.h").empty?
+end
+
+# gcc and ruby3.3-dev in the chroot, installed by tools/setup-rubies.sh
+# --dev when that script has the option.
+def chroot_dev_ready?
+  return true if chroot_dev_present?
+
+  setup = File.join(ROOT, "tools", "setup-rubies.sh")
+  return false unless File.read(setup).include?("--dev")
+
+  run([setup, "--dev", "3.3"], timeout: 300)
+  chroot_dev_present?
+end
+
 # The 3.3 chroot: a stripped libruby; the extension built with its own gcc.
 test("native/chroot-3.3") do
   if !root?
     skip("native/chroot-3.3", "needs root (chroot)")
   elsif !File.exist?("#{CHROOT}/READY")
     skip("native/chroot-3.3", "no Ruby 3.3 chroot (run tools/setup-rubies.sh)")
-  elsif !File.executable?("#{CHROOT}/usr/bin/gcc") || Dir.glob("#{CHROOT}/usr/include/ruby-3.3*/ruby.h").empty?
+  elsif !chroot_dev_ready?
     skip("native/chroot-3.3", "no gcc and ruby3.3-dev in the chroot (install them there: " \
                               "chroot #{CHROOT} apt-get install gcc libc6-dev ruby3.3-dev)")
   else
