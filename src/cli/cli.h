@@ -5,6 +5,8 @@
 #ifndef RBP_CLI_H
 #define RBP_CLI_H
 
+#include <stddef.h>
+
 /* Exit codes, documented in the README and the man page. */
 enum rbp_exit {
 	EXIT_OK_ = 0,
@@ -49,6 +51,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_alloc(int argc, char **argv);
 int cmd_heap(int argc, char **argv);
 
 struct rbp_profile;
@@ -66,5 +69,17 @@ int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
 int cli_check_writable(const char *path);
 /* Give a file we created to the user who ran sudo (no-op otherwise). */
 void cli_chown_to_invoker(const char *path);
+/*
+ * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
+ * reserved by creating it empty; "-2", "-3", ... when taken.
+ */
+void cli_default_output(char *buf, size_t n, const char *dir, int pid, const char *ext);
+/*
+ * Write a finished recording: a raw copy in the cache directory
+ * ($XDG_CACHE_HOME/rbpeek, announced on stderr) and fmt to output.
+ * Prints what it wrote; returns 0 or EXIT_OUTPUT.
+ */
+int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
+		      const char *output, int silent, const char *title);
 
 #endif

@@ -321,71 +321,6 @@ static int should_stop(void *ctx)
 	return stop_requested != 0;
 }
 
-/* ---- output names ----------------------------------------------------- */
-
-/*
- * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
- * with "-2", "-3", ... before the extension when that name is taken.  The
- * name is reserved by creating it (O_EXCL), so two recordings finishing at
- * the same instant cannot pick the same one; the writer then replaces the
- * empty file.
- */
-static void default_output(char *buf, size_t n, const char *dir, int pid, const char *ext)
-{
-	char stamp[32];
-	time_t now = time(NULL);
-
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
-	snprintf(buf, n, "%s%srbpeek-%d-%s.%s", dir, *dir ? "/" : "", pid, stamp, ext);
-	for (int i = 2; i < 1000; i++) {
-		int fd = open(buf, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		if (errno != EEXIST)
-			return;   /* the writer will report why it cannot create it */
-		snprintf(buf, n, "%s%srbpeek-%d-%s-%d.%s", dir, *dir ? "/" : "", pid, stamp, i, ext);
-	}
-}
-
-/* mkdir -p; 0 when path is a directory afterwards. */
-static int make_dirs(char *path)
-{
-	struct stat st;
-
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		mkdir(path, 0755);
-		*p = '/';
-	}
-	mkdir(path, 0755);
-	return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
-}
-
-/* $XDG_CACHE_HOME/rbpeek or ~/.cache/rbpeek, created if needed. */
-static int cache_dir(char *buf, size_t n)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	int len;
-
-	if (xdg && *xdg)
-		len = snprintf(buf, n, "%s/rbpeek", xdg);
-	else if (home && *home)
-		len = snprintf(buf, n, "%s/.cache/rbpeek", home);
-	else
-		len = snprintf(buf, n, "%s", "");
-	if (len <= 0 || len >= (int)n || make_dirs(buf) || access(buf, W_OK | X_OK)) {
-		fprintf(stderr, "rbpeek: warning: no raw profile kept: cannot use the cache directory "
-			"'%s'%s\n", *buf ? buf : "(no $XDG_CACHE_HOME or $HOME)",
-			*buf ? ": set XDG_CACHE_HOME to a writable directory" : "");
-		return -1;
-	}
-	return 0;
-}
-
 static const char *stop_words(enum rbp_stop_reason r)
 {
 	switch (r) {
@@ -437,30 +372,6 @@ static void print_native_stats(const struct rbp_native *nat)
 }
 
 /* ---- the command ------------------------------------------------------- */
-
-static int write_outputs(struct rbp_profile *p, const struct rbp_format *fmt, const char *output,
-			 int silent)
-{
-	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
-	char dir[4096], raw_path[8192], title[512];
-	struct rbp_output_opts oo = { .title = title };
-	int rc = 0;
-
-	snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
-		 (int)p->meta.pid, *p->meta.cmdline ? " " : "", p->meta.cmdline,
-		 (double)p->meta.duration_ns / 1e9, p->n_samples);
-	if (!cache_dir(dir, sizeof(dir))) {
-		default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
-		if (!cli_write_file(p, &raw_fmt, &oo, raw_path))
-			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
-				raw_path);
-	}
-	if ((rc = cli_write_file(p, fmt, &oo, output)))
-		return rc;
-	if (!silent || strcmp(output, "-"))
-		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
-	return 0;
-}
 
 int cmd_record(int argc, char **argv)
 {
@@ -546,11 +457,15 @@ int cmd_record(int argc, char **argv)
 			o.so.on_cpu || o.so.gvl_only ? "; --on-cpu/--gvl keep only running threads" : "");
 		rc = EXIT_NOSAMPLES;
 	} else {
+		char title[512];
 		if (!o.output) {
-			default_output(outbuf, sizeof(outbuf), "", subj.pid, fmt->ext);
+			cli_default_output(outbuf, sizeof(outbuf), "", subj.pid, fmt->ext);
 			o.output = outbuf;
 		}
-		rc = write_outputs(&p, fmt, o.output, o.silent);
+		snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
+			 (int)p.meta.pid, *p.meta.cmdline ? " " : "", p.meta.cmdline,
+			 (double)p.meta.duration_ns / 1e9, p.n_samples);
+		rc = cli_write_outputs(&p, fmt, o.output, o.silent, title);
 	}
 	rbp_profile_free(&p);
 cleanup:

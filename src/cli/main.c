@@ -12,6 +12,7 @@ static const char usage[] =
 	"See what a running Ruby program is doing, from outside: no gem, no restart.\n"
 	"\n"
 	"commands:\n"
+	"  alloc      watch a process allocate objects: counts per class and site, live\n"
 	"  heap       count the objects on a process's heap by type and class\n"
 	"  inspect    show what rbpeek finds in a process and how (for bug reports)\n"
 	"  record     sample a process until Ctrl-C and write a flame graph (or another format)\n"
@@ -32,6 +33,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "alloc", cmd_alloc },
 	{ "inspect", cmd_inspect },
 	{ "record", cmd_record },
 	{ "report", cmd_report },

@@ -1,12 +1,15 @@
 /*
- * write.c - writing output files safely: temporary file, then rename.
+ * write.c - writing output files safely: temporary file, then rename; the
+ * default output names; the raw copy of every recording.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -96,5 +99,91 @@ int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
 		return EXIT_OUTPUT;
 	}
 	cli_chown_to_invoker(path);
+	return 0;
+}
+
+/* ---- output names ----------------------------------------------------- */
+
+/*
+ * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
+ * with "-2", "-3", ... before the extension when that name is taken.  The
+ * name is reserved by creating it (O_EXCL), so two recordings finishing at
+ * the same instant cannot pick the same one; the writer then replaces the
+ * empty file.
+ */
+void cli_default_output(char *buf, size_t n, const char *dir, int pid, const char *ext)
+{
+	char stamp[32];
+	time_t now = time(NULL);
+
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
+	snprintf(buf, n, "%s%srbpeek-%d-%s.%s", dir, *dir ? "/" : "", pid, stamp, ext);
+	for (int i = 2; i < 1000; i++) {
+		int fd = open(buf, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			close(fd);
+			return;
+		}
+		if (errno != EEXIST)
+			return;   /* the writer will report why it cannot create it */
+		snprintf(buf, n, "%s%srbpeek-%d-%s-%d.%s", dir, *dir ? "/" : "", pid, stamp, i, ext);
+	}
+}
+
+/* mkdir -p; 0 when path is a directory afterwards. */
+static int make_dirs(char *path)
+{
+	struct stat st;
+
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		mkdir(path, 0755);
+		*p = '/';
+	}
+	mkdir(path, 0755);
+	return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
+}
+
+/* $XDG_CACHE_HOME/rbpeek or ~/.cache/rbpeek, created if needed. */
+static int cache_dir(char *buf, size_t n)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int len;
+
+	if (xdg && *xdg)
+		len = snprintf(buf, n, "%s/rbpeek", xdg);
+	else if (home && *home)
+		len = snprintf(buf, n, "%s/.cache/rbpeek", home);
+	else
+		len = snprintf(buf, n, "%s", "");
+	if (len <= 0 || len >= (int)n || make_dirs(buf) || access(buf, W_OK | X_OK)) {
+		fprintf(stderr, "rbpeek: warning: no raw profile kept: cannot use the cache directory "
+			"'%s'%s\n", *buf ? buf : "(no $XDG_CACHE_HOME or $HOME)",
+			*buf ? ": set XDG_CACHE_HOME to a writable directory" : "");
+		return -1;
+	}
+	return 0;
+}
+
+int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
+		      const char *output, int silent, const char *title)
+{
+	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
+	char dir[4096], raw_path[8192];
+	struct rbp_output_opts oo = { .title = title };
+	int rc = 0;
+
+	if (!cache_dir(dir, sizeof(dir))) {
+		cli_default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
+		if (!cli_write_file(p, &raw_fmt, &oo, raw_path))
+			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
+				raw_path);
+	}
+	if ((rc = cli_write_file(p, fmt, &oo, output)))
+		return rc;
+	if (!silent || strcmp(output, "-"))
+		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
 	return 0;
 }

@@ -113,6 +113,8 @@ int rv_array_get(struct rbp_vm *vm, uint64_t ary, uint64_t i, uint64_t *out);
 int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out);
 /* The full path of a class or module ("Foo::Bar"); "" when anonymous. */
 int rv_class_path(struct rbp_vm *vm, uint64_t klass, const char **out);
+/* The classext of a class: where it points, or inline after struct RClass. */
+int rv_class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext);
 /* "Foo#" or "Foo." prefix for methods owned by klass; "" when unknown. */
 int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap);
 

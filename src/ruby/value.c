@@ -199,7 +199,7 @@ int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 }
 
 /* The classext of a class: a pointer field, or inline after struct RClass. */
-static int class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext)
+int rv_class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext)
 {
 	if (vm->L->class_ext_ptr >= 0)
 		return rv_word(vm, klass + vm->L->class_ext_ptr, ext);
@@ -224,7 +224,7 @@ static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 
 	if (L->classext_iv_tbl < 0)
 		return RBP_ENOSYM;
-	if ((err = class_ext(vm, klass, &ext)) ||
+	if ((err = rv_class_ext(vm, klass, &ext)) ||
 	    (err = rv_word(vm, ext + L->classext_iv_tbl, &tbl)))
 		return err;
 	if (!tbl)
@@ -262,7 +262,7 @@ static int class_path_value(struct rbp_vm *vm, uint64_t klass, uint64_t *path)
 	int err;
 
 	if (vm->L->classext_classpath >= 0) {
-		if ((err = class_ext(vm, klass, &ext)))
+		if ((err = rv_class_ext(vm, klass, &ext)))
 			return err;
 		return rv_word(vm, ext + vm->L->classext_classpath, path);
 	}
@@ -301,7 +301,7 @@ static int singleton_attached(struct rbp_vm *vm, uint64_t klass, uint64_t *obj)
 	int err;
 
 	if (vm->L->classext_attached >= 0) {
-		if ((err = class_ext(vm, klass, &ext)))
+		if ((err = rv_class_ext(vm, klass, &ext)))
 			return err;
 		return rv_word(vm, ext + vm->L->classext_attached, obj);
 	}

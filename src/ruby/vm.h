@@ -123,6 +123,11 @@ struct rbp_stacks {
  */
 int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out);
 void rbp_stacks_free(struct rbp_stacks *s);
+/*
+ * rbp_vm_read_stacks() for one thread only (by OS thread id): out gets that
+ * thread alone, or no thread when no Ruby thread has that id.
+ */
+int rbp_vm_read_thread_stack(struct rbp_vm *vm, pid_t tid, struct rbp_stacks *out);
 
 /*
  * rbp_vm_read_stacks() with the target paused around the read (ptrace

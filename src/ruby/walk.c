@@ -506,7 +506,8 @@ static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *m
 	return RBP_OK;
 }
 
-int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
+/* Every thread's stack, or only thread only_tid's when it is nonzero. */
+static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out)
 {
 	uint64_t *ths = NULL, main_th = 0, gvl = 0;
 	size_t n = 0;
@@ -528,6 +529,10 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 		t->running = -1;
 		t->first_frame = out->n_frames;
 		t->err = read_thread(vm, ths[i], t, &ec);
+		if (only_tid && (t->err || t->tid != only_tid)) {
+			out->n_threads--;
+			continue;
+		}
 		if (!t->err)
 			t->err = walk_thread(vm, ec, out);
 		if (t->err == RBP_ENOMEM) {
@@ -543,4 +548,14 @@ int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 done:
 	free(ths);
 	return err;
+}
+
+int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
+{
+	return read_stacks(vm, 0, out);
+}
+
+int rbp_vm_read_thread_stack(struct rbp_vm *vm, pid_t tid, struct rbp_stacks *out)
+{
+	return read_stacks(vm, tid, out);
 }

@@ -15,11 +15,13 @@ const char *rbp_strerror(int err)
 	case RBP_EBADCORE: return "not a valid core file";
 	case RBP_ENOSYM: return "symbol not found";
 	case RBP_EPTRACE: return "ptrace failed";
+	case RBP_ENOUPROBE: return "the kernel has no uprobe perf events";
 	case RBP_ENOTRUBY: return "not a Ruby process";
 	case RBP_EVERSION: return "unsupported Ruby version";
 	case RBP_ENOVM: return "Ruby VM not found";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
+	case RBP_ENOPROBE: return "no allocation probe point in this Ruby build";
 	case RBP_EBADRAW: return "not a valid rbpeek raw file";
 	}
 	return "unknown error";

@@ -28,6 +28,7 @@ enum rbp_err {
 	RBP_EBADCORE = -15, /* not a core file, or truncated */
 	RBP_ENOSYM = -16,   /* symbol not found */
 	RBP_EPTRACE = -17,  /* ptrace refused for a reason other than EPERM */
+	RBP_ENOUPROBE = -18, /* the kernel offers no uprobe perf events */
 
 	/* ruby: the VM model */
 	RBP_ENOTRUBY = -20, /* no Ruby interpreter found in the target */
@@ -35,6 +36,7 @@ enum rbp_err {
 	RBP_ENOVM = -22,    /* the VM could not be located or validated */
 	RBP_ECORRUPT = -23, /* VM data failed a consistency check */
 	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
+	RBP_ENOPROBE = -25, /* no allocation probe point found in this Ruby build */
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */

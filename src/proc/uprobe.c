@@ -1,0 +1,354 @@
+/*
+ * uprobe.c - uprobe perf events on every thread of a process (see uprobe.h).
+ *
+ * Layout: one struct uthread per thread, holding one event per probe; the
+ * first probe's event owns the thread's ring buffer and the others are
+ * redirected into it (PERF_EVENT_IOC_SET_OUTPUT, allowed between events of
+ * the same task), so a thread costs one buffer whatever the number of
+ * probes.  Samples carry PERF_SAMPLE_IDENTIFIER, which names the event and
+ * so the probe.  Every sample asks for a wakeup (wakeup_events = 1): the
+ * reader sees a sample within microseconds, which is what lets a caller
+ * read the thread's state while it is still close to the sampled moment.
+ */
+#include "proc/uprobe.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc/target.h"
+#include "util/err.h"
+#include "util/vec.h"
+
+#define RING_PAGES 64   /* data pages per thread (a power of two): ~4000 samples */
+#define UPROBE_TYPE_FILE "/sys/bus/event_source/devices/uprobe/type"
+
+/* x86-64 perf register numbers (arch/x86/include/uapi/asm/perf_regs.h) */
+#define REG_DX 3
+#define REG_SI 4
+#define REG_DI 5
+
+struct uthread {
+	pid_t tid;
+	int *fds;            /* one per probe; fds[0] owns the ring */
+	uint64_t *ids;       /* the kernel's id of each event */
+	struct perf_event_mmap_page *ring;
+	size_t ring_len;     /* bytes mapped: one header page + RING_PAGES */
+	int seen;            /* still listed in /proc at the last refresh */
+};
+
+struct rbp_uprobes {
+	pid_t pid;
+	int pmu_type;
+	uint64_t period;
+	struct rbp_uprobe_spec *specs;   /* paths owned */
+	size_t n_specs;
+	struct uthread *threads;
+	size_t n_threads, cap_threads;
+	struct pollfd *pfds;             /* scratch for poll, one per thread */
+	size_t cap_pfds;
+	uint64_t samples, lost;
+	long page;
+};
+
+static int pmu_type(void)
+{
+	FILE *f = fopen(UPROBE_TYPE_FILE, "r");
+	int type = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &type) != 1)
+		type = -1;
+	fclose(f);
+	return type;
+}
+
+int rbp_uprobe_available(void)
+{
+	return pmu_type() < 0 ? RBP_ENOUPROBE : RBP_OK;
+}
+
+static int errno_to_err(int e)
+{
+	switch (e) {
+	case EACCES:
+	case EPERM: return RBP_EPERM;
+	case ESRCH: return RBP_ENOPROC;
+	case ENOENT:
+	case ENODEV:
+	case EOPNOTSUPP: return RBP_ENOUPROBE;
+	case ENOMEM: return RBP_ENOMEM;
+	case EMFILE:
+	case ENFILE: return RBP_EIO;
+	default: return RBP_EINVAL;
+	}
+}
+
+static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
+{
+	struct perf_event_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.type = (uint32_t)u->pmu_type;
+	a.size = sizeof(a);
+	a.config = 0;   /* bit 0 would make it a return probe */
+	a.config1 = (uint64_t)(uintptr_t)u->specs[probe].path;   /* uprobe_path */
+	a.config2 = u->specs[probe].offset;                      /* probe_offset */
+	a.sample_period = u->period;
+	a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+			PERF_SAMPLE_REGS_USER;
+	a.sample_regs_user = 1ull << REG_DX | 1ull << REG_SI | 1ull << REG_DI;
+	a.wakeup_events = 1;
+	a.use_clockid = 1;
+	a.clockid = CLOCK_MONOTONIC;
+	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void close_thread(struct uthread *t, size_t n)
+{
+	if (t->ring)
+		munmap(t->ring, t->ring_len);
+	for (size_t i = 0; t->fds && i < n; i++)
+		if (t->fds[i] >= 0)
+			close(t->fds[i]);
+	free(t->fds);
+	free(t->ids);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Events for every probe in one thread, sharing the first one's ring. */
+static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
+{
+	int err = RBP_OK;
+
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	t->seen = 1;
+	t->ring_len = (size_t)u->page * (1 + RING_PAGES);
+	if (!(t->fds = malloc(u->n_specs * sizeof(*t->fds))) ||
+	    !(t->ids = calloc(u->n_specs, sizeof(*t->ids)))) {
+		close_thread(t, 0);
+		return RBP_ENOMEM;
+	}
+	for (size_t i = 0; i < u->n_specs; i++)
+		t->fds[i] = -1;
+	for (size_t i = 0; i < u->n_specs && !err; i++) {
+		if ((t->fds[i] = open_event(u, i, tid)) < 0 ||
+		    ioctl(t->fds[i], PERF_EVENT_IOC_ID, &t->ids[i]))
+			err = errno_to_err(errno);
+		else if (i == 0) {
+			void *m = mmap(NULL, t->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+				       t->fds[0], 0);
+			if (m == MAP_FAILED)
+				err = errno_to_err(errno);
+			else
+				t->ring = m;
+		} else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0])) {
+			err = errno_to_err(errno);
+		}
+	}
+	if (err)
+		close_thread(t, u->n_specs);
+	return err;
+}
+
+static struct uthread *find_thread(struct rbp_uprobes *u, pid_t tid)
+{
+	for (size_t i = 0; i < u->n_threads; i++)
+		if (u->threads[i].tid == tid)
+			return &u->threads[i];
+	return NULL;
+}
+
+int rbp_uprobes_refresh(struct rbp_uprobes *u)
+{
+	pid_t *tids = NULL;
+	size_t n = 0, attached = 0;
+	int err;
+
+	if ((err = rbp_task_list(u->pid, &tids, &n)))
+		return err;
+	for (size_t i = 0; i < u->n_threads; i++)
+		u->threads[i].seen = 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		struct uthread *t = find_thread(u, tids[i]);
+		if (t) {
+			t->seen = 1;
+			continue;
+		}
+		if ((err = rbp_grow(&u->threads, &u->cap_threads, u->n_threads + 1,
+				    sizeof(*u->threads))))
+			break;
+		err = attach_thread(u, tids[i], &u->threads[u->n_threads]);
+		if (err == RBP_ENOPROC)
+			err = RBP_OK;   /* the thread ended meanwhile */
+		else if (!err)
+			u->n_threads++, attached++;
+	}
+	free(tids);
+	/* threads that ended: their events never fire again */
+	for (size_t i = 0; i < u->n_threads;) {
+		if (u->threads[i].seen) {
+			i++;
+			continue;
+		}
+		close_thread(&u->threads[i], u->n_specs);
+		u->threads[i] = u->threads[--u->n_threads];
+	}
+	if (!err && !u->n_threads)
+		err = RBP_ENOPROC;
+	return err;
+}
+
+int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
+		     struct rbp_uprobes **out)
+{
+	struct rbp_uprobes *u;
+	int err;
+
+	*out = NULL;
+	if (!n || !period)
+		return RBP_EINVAL;
+	if (!(u = calloc(1, sizeof(*u))) || !(u->specs = calloc(n, sizeof(*u->specs)))) {
+		free(u);
+		return RBP_ENOMEM;
+	}
+	u->pid = pid;
+	u->period = period;
+	u->page = sysconf(_SC_PAGESIZE);
+	u->n_specs = n;
+	for (size_t i = 0; i < n; i++) {
+		u->specs[i].offset = specs[i].offset;
+		if (!(u->specs[i].path = strdup(specs[i].path))) {
+			rbp_uprobes_close(u);
+			return RBP_ENOMEM;
+		}
+	}
+	if ((u->pmu_type = pmu_type()) < 0) {
+		rbp_uprobes_close(u);
+		return RBP_ENOUPROBE;
+	}
+	if ((err = rbp_uprobes_refresh(u))) {
+		rbp_uprobes_close(u);
+		return err;
+	}
+	*out = u;
+	return RBP_OK;
+}
+
+/* Copy len bytes at ring offset off (wrapping) out of the data area. */
+static void ring_copy(const struct uthread *t, long page, uint64_t off, void *dst, size_t len)
+{
+	const uint8_t *data = (const uint8_t *)t->ring + page;
+	size_t size = (size_t)page * RING_PAGES, pos = (size_t)(off % size);
+	size_t first = len < size - pos ? len : size - pos;
+
+	memcpy(dst, data + pos, first);
+	memcpy((uint8_t *)dst + first, data, len - first);
+}
+
+/* Decode one PERF_RECORD_SAMPLE (the fields in sample_type order). */
+static int decode_sample(const struct rbp_uprobes *u, const struct uthread *t,
+			 const uint64_t *w, size_t nw, struct rbp_uprobe_sample *s)
+{
+	if (nw < 5)
+		return -1;
+	memset(s, 0, sizeof(*s));
+	s->probe = UINT32_MAX;
+	for (size_t i = 0; i < u->n_specs; i++)
+		if (t->ids[i] == w[0])
+			s->probe = (uint32_t)i;
+	s->tid = (pid_t)(w[1] >> 32);
+	s->time_ns = w[2];
+	if (s->probe == UINT32_MAX)
+		return -1;
+	if (w[3] != PERF_SAMPLE_REGS_ABI_NONE && nw >= 7) {
+		s->args[2] = w[4];   /* registers come in bit order: dx, si, di */
+		s->args[1] = w[5];
+		s->args[0] = w[6];
+	}
+	return 0;
+}
+
+/* Hand a thread's pending records to fn; stops early when fn says so. */
+static int drain(struct rbp_uprobes *u, struct uthread *t,
+		 int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx)
+{
+	uint64_t head = __atomic_load_n(&t->ring->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = t->ring->data_tail;
+	int rc = 0;
+
+	while (tail < head && !rc) {
+		struct perf_event_header h;
+		uint64_t w[16];
+		ring_copy(t, u->page, tail, &h, sizeof(h));
+		if (h.size < sizeof(h))
+			break;   /* cannot happen; do not spin */
+		size_t body = h.size - sizeof(h);
+		if (body > sizeof(w))
+			body = sizeof(w);
+		ring_copy(t, u->page, tail + sizeof(h), w, body);
+		if (h.type == PERF_RECORD_SAMPLE) {
+			struct rbp_uprobe_sample s;
+			if (!decode_sample(u, t, w, body / 8, &s)) {
+				u->samples++;
+				rc = fn(ctx, &s);
+			}
+		} else if (h.type == PERF_RECORD_LOST && body >= 16) {
+			u->lost += w[1];
+		}
+		tail += h.size;
+	}
+	__atomic_store_n(&t->ring->data_tail, tail, __ATOMIC_RELEASE);
+	return rc;
+}
+
+int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
+		     int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx)
+{
+	int rc;
+
+	if (rbp_grow(&u->pfds, &u->cap_pfds, u->n_threads + 1, sizeof(*u->pfds)))
+		return RBP_ENOMEM;
+	for (size_t i = 0; i < u->n_threads; i++)
+		u->pfds[i] = (struct pollfd){ .fd = u->threads[i].fds[0], .events = POLLIN };
+	if (poll(u->pfds, u->n_threads, timeout_ms) <= 0)
+		return 0;   /* timeout, or a signal: the caller checks why */
+	for (size_t i = 0; i < u->n_threads; i++)
+		if ((rc = drain(u, &u->threads[i], fn, ctx)))
+			return rc;
+	return 0;
+}
+
+void rbp_uprobes_stats(const struct rbp_uprobes *u, struct rbp_uprobe_stats *out)
+{
+	out->samples = u->samples;
+	out->lost = u->lost;
+	out->threads = u->n_threads;
+	out->events = u->n_threads * u->n_specs;
+}
+
+void rbp_uprobes_close(struct rbp_uprobes *u)
+{
+	if (!u)
+		return;
+	for (size_t i = 0; i < u->n_threads; i++)
+		close_thread(&u->threads[i], u->n_specs);
+	for (size_t i = 0; u->specs && i < u->n_specs; i++)
+		free((char *)u->specs[i].path);
+	free(u->specs);
+	free(u->threads);
+	free(u->pfds);
+	free(u);
+}

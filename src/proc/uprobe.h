@@ -1,0 +1,73 @@
+/*
+ * uprobe.h - count and sample calls of functions in a running process with
+ * the kernel's uprobe perf PMU (perf_event_open, no tracefs, no eBPF).
+ *
+ * A probe is (file, file offset).  For each thread of the process and each
+ * probe one perf event is opened (uprobe events are per task); every
+ * `period`-th hit of a probe in a thread writes a sample (thread id, time,
+ * the argument registers) into that thread's ring buffer, which all of its
+ * probes share.  Threads started later are picked up by
+ * rbp_uprobes_refresh().
+ *
+ * Nothing outlives rbpeek: the events are file descriptors, so the kernel
+ * removes the breakpoints when they are closed, including when rbpeek is
+ * killed.  No global state (tracefs uprobe_events) is ever written.
+ *
+ * Needs root, or CAP_PERFMON (kernel >= 5.8) / CAP_SYS_ADMIN, to open
+ * uprobe events at all: RBP_EPERM otherwise.  RBP_ENOUPROBE when the
+ * kernel has no uprobe PMU.  x86-64 only (the argument registers).
+ */
+#ifndef RBP_PROC_UPROBE_H
+#define RBP_PROC_UPROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct rbp_uprobe_spec {
+	const char *path;   /* the file, as this process can open it
+			       (e.g. "/proc/PID/root/usr/lib/.../libruby.so") */
+	uint64_t offset;    /* file offset of the probed instruction */
+};
+
+struct rbp_uprobe_sample {
+	uint32_t probe;     /* index into the specs given to rbp_uprobes_open() */
+	pid_t tid;          /* thread that hit the probe */
+	uint64_t time_ns;   /* CLOCK_MONOTONIC at the hit */
+	uint64_t args[3];   /* rdi, rsi, rdx at the hit (first three integer arguments) */
+};
+
+struct rbp_uprobe_stats {
+	uint64_t samples;   /* samples read */
+	uint64_t lost;      /* samples the kernel dropped (ring buffer full) */
+	size_t threads;     /* threads probed now */
+	size_t events;      /* perf events open now */
+};
+
+struct rbp_uprobes;
+
+/* 0 when uprobe perf events can be opened here, else RBP_ENOUPROBE. */
+int rbp_uprobe_available(void);
+
+/*
+ * Probe every thread of pid at specs[0..n) (copied), sampling every
+ * period-th hit (>= 1).  RBP_EPERM, RBP_ENOPROC, RBP_ENOUPROBE, RBP_EINVAL
+ * (the kernel refused an offset), RBP_ENOMEM.
+ */
+int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
+		     struct rbp_uprobes **out);
+/* Attach to threads that appeared since the last call (and forget dead ones). */
+int rbp_uprobes_refresh(struct rbp_uprobes *u);
+/*
+ * Wait up to timeout_ms for samples, then hand every pending one to fn in
+ * the order of each thread's buffer.  fn returning nonzero stops the read
+ * (the rest stay for the next call) and is returned.  A signal ends the
+ * wait early (returns 0).
+ */
+int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
+		     int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx);
+void rbp_uprobes_stats(const struct rbp_uprobes *u, struct rbp_uprobe_stats *out);
+/* Close every event: the kernel removes the breakpoints.  NULL-safe. */
+void rbp_uprobes_close(struct rbp_uprobes *u);
+
+#endif
