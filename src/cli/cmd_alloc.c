@@ -110,6 +110,11 @@ struct run {
 	uint64_t rng;                /* xorshift64 state */
 	uint64_t allocs_at_adapt;    /* allocs when pick was last adapted */
 	uint64_t adapt_time;         /* ... and when */
+	double tokens;               /* stack reads allowed now (refilled at --rate per
+				      * second, at most a tenth of a second's worth):
+				      * bounds the work while pick catches up with a
+				      * changing allocation rate */
+	uint64_t token_time;         /* when tokens were last refilled */
 	uint64_t age_sum, age_max;   /* ns from the allocation to its stack read */
 	int lines;                   /* lines of the live table on screen */
 	int tty;
@@ -281,6 +286,16 @@ static void adapt_pick(struct run *r, uint64_t now)
 	r->adapt_time = now;
 }
 
+static void refill(struct run *r, uint64_t now)
+{
+	double cap = r->o->rate / 10.0 > 1 ? r->o->rate / 10.0 : 1;
+
+	r->tokens += (double)(now - r->token_time) / 1e9 * r->o->rate;
+	if (r->tokens > cap)
+		r->tokens = cap;
+	r->token_time = now;
+}
+
 static int count_class(struct run *r, uint32_t cls)
 {
 	uint64_t n = 0;
@@ -340,8 +355,9 @@ static int on_sample(void *ctx, const struct rbp_uprobe_sample *s)
 	    (err = count_class(r, cls)))
 		return err;
 	r->allocs++;
-	if (r->pick != UINT32_MAX && random32(r) >= r->pick)
+	if ((r->pick != UINT32_MAX && random32(r) >= r->pick) || r->tokens < 1)
 		return RBP_OK;
+	r->tokens -= 1;
 	return add_stack_sample(r, s, cls);
 }
 
@@ -530,7 +546,8 @@ static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 			*why = "duration reached";
 			break;
 		}
-		if ((err = rbp_uprobes_read(u, 50, on_sample, r)))
+		refill(r, now);
+		if ((err = rbp_uprobes_read(u, 1, on_sample, r)))
 			return err;
 		now = now_ns();
 		if (now >= r->adapt_time + 100000000ull)
@@ -676,7 +693,8 @@ int cmd_alloc(int argc, char **argv)
 	r.start = now_ns();
 	r.rng = r.start | 1;
 	r.pick = UINT32_MAX;   /* every stack until the rate is known */
-	r.adapt_time = r.start;
+	r.adapt_time = r.token_time = r.start;
+	r.tokens = 1;
 	err = watch(&r, u, &why);
 	p.meta.duration_ns = now_ns() - r.start;
 	if (!o.silent)

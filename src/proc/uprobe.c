@@ -6,9 +6,10 @@
  * redirected into it (PERF_EVENT_IOC_SET_OUTPUT, allowed between events of
  * the same task), so a thread costs one buffer whatever the number of
  * probes.  Samples carry PERF_SAMPLE_IDENTIFIER, which names the event and
- * so the probe.  Every sample asks for a wakeup (wakeup_events = 1): the
- * reader sees a sample within microseconds, which is what lets a caller
- * read the thread's state while it is still close to the sampled moment.
+ * so the probe.  Samples do not wake the reader (a wakeup per sample costs
+ * the probed thread an inter-processor interrupt, tens of microseconds in
+ * a VM); the kernel wakes it when a ring is half full, and the reader polls
+ * with a short timeout to see samples within about a millisecond.
  */
 #include "proc/uprobe.h"
 
@@ -30,7 +31,8 @@
 #include "util/err.h"
 #include "util/vec.h"
 
-#define RING_PAGES 64   /* data pages per thread (a power of two): ~4000 samples */
+#define RING_PAGES 256  /* data pages per thread (a power of two): ~16000 samples */
+#define MIN_RING_PAGES 8 /* ... halved down to this while the mlock limit refuses */
 #define UPROBE_TYPE_FILE "/sys/bus/event_source/devices/uprobe/type"
 
 /* x86-64 perf register numbers (arch/x86/include/uapi/asm/perf_regs.h) */
@@ -43,7 +45,8 @@ struct uthread {
 	int *fds;            /* one per probe; fds[0] owns the ring */
 	uint64_t *ids;       /* the kernel's id of each event */
 	struct perf_event_mmap_page *ring;
-	size_t ring_len;     /* bytes mapped: one header page + RING_PAGES */
+	size_t ring_len;     /* bytes mapped: one header page + ring_pages */
+	size_t ring_pages;   /* data pages, a power of two */
 	int seen;            /* still listed in /proc at the last refresh */
 };
 
@@ -109,7 +112,7 @@ static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
 	a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 			PERF_SAMPLE_REGS_USER;
 	a.sample_regs_user = 1ull << REG_DX | 1ull << REG_SI | 1ull << REG_DI;
-	a.wakeup_events = 1;
+	a.wakeup_events = 0;   /* wake the reader only when the ring is half full */
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
 	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -127,6 +130,26 @@ static void close_thread(struct uthread *t, size_t n)
 	memset(t, 0, sizeof(*t));
 }
 
+/*
+ * The thread's ring buffer, as big as the locked-memory limit allows
+ * (root: always RING_PAGES; others: kernel.perf_event_mlock_kb).
+ */
+static int map_ring(struct rbp_uprobes *u, struct uthread *t)
+{
+	for (size_t pages = RING_PAGES;; pages /= 2) {
+		size_t len = (size_t)u->page * (1 + pages);
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, t->fds[0], 0);
+		if (m != MAP_FAILED) {
+			t->ring = m;
+			t->ring_len = len;
+			t->ring_pages = pages;
+			return RBP_OK;
+		}
+		if (errno != EPERM || pages <= MIN_RING_PAGES)
+			return errno_to_err(errno);
+	}
+}
+
 /* Events for every probe in one thread, sharing the first one's ring. */
 static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
 {
@@ -135,7 +158,6 @@ static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->seen = 1;
-	t->ring_len = (size_t)u->page * (1 + RING_PAGES);
 	if (!(t->fds = malloc(u->n_specs * sizeof(*t->fds))) ||
 	    !(t->ids = calloc(u->n_specs, sizeof(*t->ids)))) {
 		close_thread(t, 0);
@@ -147,14 +169,9 @@ static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
 		if ((t->fds[i] = open_event(u, i, tid)) < 0 ||
 		    ioctl(t->fds[i], PERF_EVENT_IOC_ID, &t->ids[i]))
 			err = errno_to_err(errno);
-		else if (i == 0) {
-			void *m = mmap(NULL, t->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-				       t->fds[0], 0);
-			if (m == MAP_FAILED)
-				err = errno_to_err(errno);
-			else
-				t->ring = m;
-		} else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0])) {
+		else if (i == 0)
+			err = map_ring(u, t);
+		else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0])) {
 			err = errno_to_err(errno);
 		}
 	}
@@ -251,7 +268,7 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 static void ring_copy(const struct uthread *t, long page, uint64_t off, void *dst, size_t len)
 {
 	const uint8_t *data = (const uint8_t *)t->ring + page;
-	size_t size = (size_t)page * RING_PAGES, pos = (size_t)(off % size);
+	size_t size = (size_t)page * t->ring_pages, pos = (size_t)(off % size);
 	size_t first = len < size - pos ? len : size - pos;
 
 	memcpy(dst, data + pos, first);
@@ -323,8 +340,12 @@ int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
 		return RBP_ENOMEM;
 	for (size_t i = 0; i < u->n_threads; i++)
 		u->pfds[i] = (struct pollfd){ .fd = u->threads[i].fds[0], .events = POLLIN };
-	if (poll(u->pfds, u->n_threads, timeout_ms) <= 0)
-		return 0;   /* timeout, or a signal: the caller checks why */
+	/*
+	 * The kernel wakes us only when a ring is half full: after the wait,
+	 * drain every ring whatever woke us, so reports are never older than
+	 * about timeout_ms.  A signal ends the wait early.
+	 */
+	poll(u->pfds, u->n_threads, timeout_ms);
 	for (size_t i = 0; i < u->n_threads; i++)
 		if ((rc = drain(u, &u->threads[i], fn, ctx)))
 			return rc;

@@ -59,8 +59,8 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 /* Attach to threads that appeared since the last call (and forget dead ones). */
 int rbp_uprobes_refresh(struct rbp_uprobes *u);
 /*
- * Wait up to timeout_ms for samples, then hand every pending one to fn in
- * the order of each thread's buffer.  fn returning nonzero stops the read
+ * Wait up to timeout_ms (less when a ring fills up), then hand every
+ * pending sample to fn in the order of each thread's buffer.  fn returning nonzero stops the read
  * (the rest stay for the next call) and is returned.  A signal ends the
  * wait early (returns 0).
  */
