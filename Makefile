@@ -72,6 +72,8 @@ bench: $(BIN) $(BUILD)/bench_formats
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
 	@bench/native.sh
+	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
+	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)

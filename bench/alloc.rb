@@ -5,9 +5,10 @@
 # The target is tests/targets/record/allocs.rb (an allocation-heavy loop:
 # 6 objects per round, nothing else) run by the host's Ruby; it reports its
 # round count on SIGUSR1.  In one run we measure its speed (rounds/s) with
-# nothing attached, while `rbpeek alloc` watches it, and again after rbpeek
-# has exited, and print the ratios: the machine may be noisy, so only the
-# ratios within a run mean anything (and the best of ROUNDS runs is shown).
+# nothing attached and while `rbpeek alloc` watches it, under the host's
+# Ruby and each Ruby chroot of tools/setup-rubies.sh, and print the ratios:
+# the machine may be noisy, so only ratios within a run mean anything (the
+# best of ROUNDS runs is shown).
 #
 #   ruby bench/alloc.rb            (make bench runs it; needs root)
 #   RBPEEK=build/rbpeek SECS=2 ROUNDS=3 ruby bench/alloc.rb
@@ -18,7 +19,6 @@ ROOT = File.expand_path("..", __dir__)
 RBPEEK = File.expand_path(ENV.fetch("RBPEEK", "build/rbpeek"), ROOT)
 SECS = Float(ENV.fetch("SECS", "2"))
 ROUNDS = Integer(ENV.fetch("ROUNDS", "3"))
-RATES = [100, 1000].freeze # rbpeek alloc --rate (stacks read per second)
 
 abort "bench/alloc.rb: needs root (uprobes)" unless Process.uid.zero?
 abort "bench/alloc.rb: #{RBPEEK} not built (make)" unless File.executable?(RBPEEK)
@@ -27,14 +27,28 @@ def mono
   Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end
 
-# The target: started, ready, and its round counter.
+CHROOTS = "/var/cache/rbpeek/chroots"
+
+# The target: started (by the host's Ruby, or a chroot's), ready, and its
+# round counter.
 class Target
   attr_reader :pid
 
-  def initialize(dir)
-    @ready = File.join(dir, "allocs.ready")
-    @pid = Process.spawn({ "RBPEEK_READY" => @ready }, "ruby", "allocs.rb",
-                         chdir: File.join(ROOT, "tests/targets/record"), out: File::NULL, err: File::NULL)
+  def initialize(dir, xy)
+    if xy
+      croot = File.join(CHROOTS, xy)
+      inner = "/tmp/rbpeek-bench-alloc.#{$$}"
+      FileUtils.mkdir_p(File.join(croot, inner))
+      %w[allocs.rb ready.rb].each { |f| FileUtils.cp(File.join(ROOT, "tests/targets/record", f), File.join(croot, inner)) }
+      @ready = File.join(croot, inner, "allocs.ready")
+      @pid = Process.spawn({ "RBPEEK_READY" => File.join(inner, "allocs.ready") }, "chroot", croot, "/bin/sh", "-c",
+                           "cd #{inner} && exec ruby#{xy} allocs.rb", out: File::NULL, err: File::NULL)
+    else
+      @ready = File.join(dir, "allocs.ready")
+      @pid = Process.spawn({ "RBPEEK_READY" => @ready }, "ruby", "allocs.rb",
+                           chdir: File.join(ROOT, "tests/targets/record"), out: File::NULL, err: File::NULL)
+    end
+    FileUtils.rm_f(@ready)
     deadline = mono + 30
     sleep 0.02 until File.exist?(@ready) || mono > deadline
     raise "target not ready" unless File.exist?(@ready)
@@ -61,34 +75,37 @@ class Target
   def stop
     Process.kill("KILL", @pid)
     Process.wait(@pid)
+  rescue Errno::ESRCH, Errno::ECHILD
+    nil
+  ensure
+    FileUtils.rm_rf(File.dirname(@ready)) if @ready.start_with?(CHROOTS)
   end
 end
 
-def one_run(dir, rate)
-  t = Target.new(dir)
+def one_run(dir, xy)
+  t = Target.new(dir, xy)
   base = t.speed(SECS)
   err = File.join(dir, "rbpeek.err")
-  rb = Process.spawn(RBPEEK, "alloc", "--pid", t.pid.to_s, "-r", rate.to_s, "-d", (SECS + 1.5).to_s,
+  rb = Process.spawn(RBPEEK, "alloc", "--pid", t.pid.to_s, "-d", (SECS + 1.5).to_s,
                      "-f", "collapsed", "-o", File.join(dir, "out.folded"), out: File::NULL, err: err)
   sleep 0.7 # attached, probes in place
   watched = t.speed(SECS)
   Process.wait(rb)
-  after = t.speed(SECS)
-  cpu = File.read(err)[/own CPU ([\d.]+) s/, 1].to_f
-  t.stop
-  [base, watched, after, cpu]
+  [base, watched, File.read(err)[/own CPU ([\d.]+) s/, 1].to_f]
 ensure
-  t&.stop rescue nil # rubocop:disable Style/RescueModifier
+  t&.stop
 end
 
+rubies = [nil] + %w[2.7 3.3 3.4].select { |xy| File.directory?(File.join(CHROOTS, xy)) }
 puts "== rbpeek alloc: speed of an allocation-heavy loop (6 objects per round), best of #{ROUNDS}"
-puts format("%-8s %14s %14s %14s %10s %12s", "--rate", "alone r/s", "watched r/s", "after r/s", "slowdown", "rbpeek CPU")
+puts format("%-12s %12s %12s %10s %14s %11s", "ruby", "alone r/s", "watched r/s", "slowdown", "us/allocation", "rbpeek CPU")
 Dir.mktmpdir("rbpeek-bench-alloc") do |dir|
-  RATES.each do |rate|
-    best = Array.new(ROUNDS) { one_run(dir, rate) }.max_by { |b, w, _, _| w.to_f / b }
-    base, watched, after, cpu = best
-    puts format("%-8d %14.0f %14.0f %14.0f %9.0fx %11.2fs", rate, base, watched, after, base / watched, cpu)
+  rubies.each do |xy|
+    base, watched, cpu = Array.new(ROUNDS) { one_run(dir, xy) }.max_by { |b, w, _| w.to_f / b }
+    per = (1.0 / watched - 1.0 / base) / 6 * 1e6
+    puts format("%-12s %12.0f %12.0f %9.0fx %14.1f %10.2fs", xy ? "#{xy} (chroot)" : RUBY_VERSION, base, watched,
+                base / watched, per, cpu)
   end
 end
-puts "(slowdown = alone / watched; per allocation that is about " \
-     "(1/watched - 1/alone) / 6 seconds; see README.md)"
+puts "(slowdown = alone / watched, rounds per second of the same target in the same run;"
+puts " us/allocation = the time rbpeek adds to each allocation while it watches)"

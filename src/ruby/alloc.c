@@ -39,22 +39,37 @@ static int vaddr_offset(const struct rbp_elf *e, uint64_t vaddr, uint64_t *off)
 }
 
 /*
- * Where in a function to put the breakpoint: its first instruction, or
- * past an endbr64 when a push follows.  The kernel emulates a probed push
- * (and a few branches); any other instruction is single-stepped out of
- * line, which costs a second trap (tens of microseconds in a KVM guest,
- * against about one for an emulated push).  Neither endbr64 nor push
- * touches the argument registers, so the arguments are the same there.
+ * Where in a function to put the breakpoint.  The kernel emulates a probed
+ * push, jmp or call; any other instruction is single-stepped out of line,
+ * which costs a second trap: tens of microseconds in a KVM guest, against
+ * about one for an emulated instruction.  So the probe goes on the first
+ * such instruction when only instructions that leave the class argument
+ * alone come before it: endbr64, and "mov $imm32, reg" into another
+ * register (rb_class_allocate_instance in 3.3 is endbr64; two of those;
+ * jmp).  Otherwise it stays on the function's first instruction.
  */
-static uint64_t skip_to_push(struct rbp_elf *e, uint64_t off)
+static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t klass_arg)
 {
-	uint8_t c[6];
+	unsigned klass_reg = klass_arg ? 6 : 7;   /* x86 register number of rsi / rdi */
+	uint8_t c[32];
+	size_t i = 0;
 
 	if (rbp_elf_pread(e, off, c, sizeof(c)))
 		return off;
-	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa &&
-	    ((c[4] >= 0x50 && c[4] <= 0x57) || (c[4] == 0x41 && c[5] >= 0x50 && c[5] <= 0x57)))
-		return off + 4;
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		i = 4;
+	for (int n = 0; n < 4 && i + 6 <= sizeof(c); n++) {
+		uint8_t b = c[i];
+		if ((b >= 0x50 && b <= 0x57) || (b == 0x41 && c[i + 1] >= 0x50 && c[i + 1] <= 0x57) ||
+		    b == 0xe8 || b == 0xe9 || b == 0xeb)
+			return off + i;
+		if (b >= 0xb8 && b <= 0xbf && (unsigned)(b - 0xb8) != klass_reg)
+			i += 5;   /* mov $imm32, %e?? (not the class's register) */
+		else if (b == 0x41 && c[i + 1] >= 0xb8 && c[i + 1] <= 0xbf)
+			i += 6;   /* mov $imm32, %r8d..%r15d */
+		else
+			break;
+	}
 	return off;
 }
 
@@ -128,8 +143,8 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 		struct rbp_alloc_probe *p = &out[(*n)++];
 		p->name = entries[i].name;
 		memcpy(p->path, path, sizeof(path));
-		p->offset = skip_to_push(vm->elf, off);
 		p->klass_arg = newer ? entries[i].klass_arg_new : entries[i].klass_arg_old;
+		p->offset = cheap_probe_point(vm->elf, off, p->klass_arg);
 	}
 	if (!*n)
 		return RBP_ENOPROBE;   /* nothing exported: not a build we can watch */
@@ -139,8 +154,8 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 		struct rbp_alloc_probe *p = &out[(*n)++];
 		p->name = "rb_class_allocate_instance";
 		memcpy(p->path, path, sizeof(path));
-		p->offset = skip_to_push(vm->elf, off);
 		p->klass_arg = 0;
+		p->offset = cheap_probe_point(vm->elf, off, 0);
 	}
 	return RBP_OK;
 }
