@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -426,7 +427,7 @@ static struct tally *tally_sites(const struct run *r, size_t *n)
  * The class table (exact counts) and the site table (shares of the stack
  * samples, scaled to all allocations: "~").  Returns the lines printed.
  */
-static int print_tables(const struct run *r, FILE *out)
+static int print_tables(const struct run *r, FILE *out, size_t top)
 {
 	struct tally *t;
 	size_t n;
@@ -434,7 +435,7 @@ static int print_tables(const struct run *r, FILE *out)
 
 	if ((t = tally_classes(r, &n))) {
 		fprintf(out, "  %12s  %6s  %s\n", "allocations", "share", "class");
-		for (size_t i = 0; i < n && i < (size_t)r->o->top; i++, lines++)
+		for (size_t i = 0; i < n && i < top; i++, lines++)
 			fprintf(out, "  %12llu  %5.1f%%  %s\n", (unsigned long long)t[i].n,
 				100.0 * (double)t[i].n / (double)r->allocs, r->p->frames[t[i].key].label);
 		free(t);
@@ -443,7 +444,7 @@ static int print_tables(const struct run *r, FILE *out)
 		double scale = r->samples ? (double)r->allocs / (double)r->samples : 0;
 		fprintf(out, "  %12s  %6s  %s\n", "allocations", "share",
 			"site (innermost frame)  [class allocated most there]");
-		for (size_t i = 0; i < n && i < (size_t)r->o->top; i++, lines++) {
+		for (size_t i = 0; i < n && i < top; i++, lines++) {
 			char name[512];
 			if (t[i].key == UINT32_MAX)
 				snprintf(name, sizeof(name), "(no Ruby frame)");
@@ -458,12 +459,49 @@ static int print_tables(const struct run *r, FILE *out)
 	return lines;
 }
 
-static void print_header(const struct run *r, FILE *out, double secs)
+static void print_header(const struct run *r, FILE *out, double secs, int live)
 {
 	fprintf(out, "rbpeek alloc: pid %d, %.1f s, %llu allocations (%.0f/s), sites from %llu "
 		"stacks%s\n", (int)r->t->pid, secs, (unsigned long long)r->allocs,
 		secs > 0 ? (double)r->allocs / secs : 0.0, (unsigned long long)r->samples,
-		stop_requested || !r->tty ? "" : "  Ctrl-C to stop");
+		live ? "  Ctrl-C to stop" : "");
+}
+
+/*
+ * The live table, redrawn in place: built in memory, then written with
+ * each line cut to the terminal's width and as many rows as its height
+ * allows, so that moving the cursor up by the lines printed lands where
+ * the table began.
+ */
+static void redraw(struct run *r, double secs)
+{
+	struct winsize ws = { 0 };
+	char *buf = NULL;
+	size_t len = 0, cols = 80, rows = 24;
+	FILE *mem;
+
+	if (!ioctl(2, TIOCGWINSZ, &ws) && ws.ws_col && ws.ws_row)
+		cols = ws.ws_col, rows = ws.ws_row;
+	size_t top = rows > 8 ? (rows - 5) / 2 : 1;
+	if (top > (size_t)r->o->top)
+		top = (size_t)r->o->top;
+	if (!(mem = open_memstream(&buf, &len)))
+		return;
+	print_header(r, mem, secs, 1);
+	print_tables(r, mem, top);
+	fclose(mem);
+	if (r->lines)
+		fprintf(stderr, "\033[%dA", r->lines);
+	fputs("\r\033[J", stderr);
+	r->lines = 0;
+	for (char *line = buf, *nl; line < buf + len; line = nl + 1) {
+		nl = strchr(line, '\n');
+		size_t n = (size_t)(nl - line);
+		fprintf(stderr, "%.*s\n", (int)(n < cols - 1 ? n : cols - 1), line);
+		r->lines++;
+	}
+	free(buf);
+	fflush(stderr);
 }
 
 static void progress(struct run *r)
@@ -477,12 +515,7 @@ static void progress(struct run *r)
 			(unsigned long long)r->allocs, (unsigned long long)r->samples);
 		return;
 	}
-	if (r->lines)
-		fprintf(stderr, "\033[%dA", r->lines);
-	fputs("\r\033[J", stderr);
-	print_header(r, stderr, secs);
-	r->lines = 1 + print_tables(r, stderr);
-	fflush(stderr);
+	redraw(r, secs);
 }
 
 /* ---- the command ---------------------------------------------------------- */
@@ -629,8 +662,8 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 	/* the final table on stdout, unless the profile goes there */
 	FILE *table = o->output && !strcmp(o->output, "-") ? stderr : stdout;
 
-	print_header(r, table, (double)r->p->meta.duration_ns / 1e9);
-	print_tables(r, table);
+	print_header(r, table, (double)r->p->meta.duration_ns / 1e9, 0);
+	print_tables(r, table, (size_t)r->o->top);
 	fflush(table);
 	if (!r->samples) {
 		fprintf(stderr, "rbpeek: error: no allocations were seen (the process allocated no "
@@ -697,6 +730,8 @@ int cmd_alloc(int argc, char **argv)
 	r.tokens = 1;
 	err = watch(&r, u, &why);
 	p.meta.duration_ns = now_ns() - r.start;
+	if (r.lines)   /* the live table gives way to the final one */
+		fprintf(stderr, "\033[%dA\r\033[J", r.lines);
 	if (!o.silent)
 		print_stats(&r, u, why, n_probes);
 	rbp_uprobes_close(u);   /* the probes leave the target before anything else */
