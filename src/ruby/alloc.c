@@ -38,36 +38,150 @@ static int vaddr_offset(const struct rbp_elf *e, uint64_t vaddr, uint64_t *off)
 	return RBP_EFAULT;
 }
 
+/* ---- where in a function to put the breakpoint ----------------------- */
+
 /*
- * Where in a function to put the breakpoint.  The kernel emulates a probed
- * push, jmp or call; any other instruction is single-stepped out of line,
- * which costs a second trap: tens of microseconds in a KVM guest, against
- * about one for an emulated instruction.  So the probe goes on the first
- * such instruction when only instructions that leave the class argument
- * alone come before it: endbr64, and "mov $imm32, reg" into another
- * register (rb_class_allocate_instance in 3.3 is endbr64; two of those;
- * jmp).  Otherwise it stays on the function's first instruction.
+ * The kernel emulates a probed push, call, jmp or conditional jump; any
+ * other instruction is single-stepped out of line, which costs a second
+ * trap: tens of microseconds in a KVM guest, against about one for an
+ * emulated instruction.  Most of Ruby's allocation functions start with a
+ * few plain instructions (sub $n,%rsp; loads; a stack-protector store)
+ * before their first branch.  So rbpeek decodes the straight-line start
+ * of each function, following which registers still hold the class
+ * argument, and probes the first emulated instruction when the class is
+ * then in %rdi, %rsi or %rdx (the registers a sample carries).  Every path
+ * through the function executes that instruction: nothing before it
+ * branches.  Anything the small decoder does not know ends the walk and
+ * the probe stays on the function's first instruction.
  */
-static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t klass_arg)
+
+#define REG_RDX 2
+#define REG_RSI 6
+#define REG_RDI 7
+
+struct insn {
+	size_t len;
+	int emulated;    /* push, call, jmp, jcc: the probe can go here */
+	int dst;         /* register written, -1 none */
+	int src;         /* register copied into dst (mov reg, reg), -1 none */
+};
+
+/* Bytes after the ModRM byte at c[0] (SIB, displacement); 0 for mod 3. */
+static size_t modrm_extra(const uint8_t *c)
 {
-	unsigned klass_reg = klass_arg ? 6 : 7;   /* x86 register number of rsi / rdi */
-	uint8_t c[32];
-	size_t i = 0;
+	unsigned mod = c[0] >> 6, rm = c[0] & 7;
+	size_t n = 0;
+
+	if (mod == 3)
+		return 0;
+	if (rm == 4) {
+		n = 1;
+		if (mod == 0 && (c[1] & 7) == 5)
+			n += 4;   /* SIB without base: disp32 */
+	} else if (mod == 0 && rm == 5) {
+		n = 4;       /* RIP-relative */
+	}
+	return n + (mod == 1 ? 1 : mod == 2 ? 4 : 0);
+}
+
+/* Decode the instruction at c (at least 16 bytes); 0 when not known. */
+static int decode(const uint8_t *c, struct insn *in)
+{
+	size_t i = 0, imm;
+	unsigned rex = 0, op16 = 0;
+
+	*in = (struct insn){ .dst = -1, .src = -1 };
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		return in->len = 4, 1;   /* endbr64 */
+	for (; i < 3 && (c[i] == 0x66 || c[i] == 0x64 || c[i] == 0x65); i++)
+		op16 |= c[i] == 0x66;
+	if ((c[i] & 0xf0) == 0x40)
+		rex = c[i++];
+	uint8_t op = c[i++];
+	imm = op16 ? 2 : 4;
+	if ((op >= 0x50 && op <= 0x57) || op == 0xe8 || op == 0xe9 || op == 0xeb ||
+	    (op >= 0x70 && op <= 0x7f) || (op == 0x0f && c[i] >= 0x80 && c[i] <= 0x8f))
+		return in->emulated = 1, in->len = i, 1;
+	if (op >= 0xb8 && op <= 0xbf) {   /* mov $imm, reg */
+		in->dst = (op - 0xb8) | (rex & 1 ? 8 : 0);
+		in->len = i + (rex & 8 ? 8 : imm);
+		return 1;
+	}
+	const uint8_t *m = c + i;
+	unsigned mod = m[0] >> 6, reg = ((m[0] >> 3) & 7) | (rex & 4 ? 8 : 0);
+	unsigned rm = (m[0] & 7) | (rex & 1 ? 8 : 0);
+	int rm_reg = mod == 3 ? (int)rm : -1;   /* rm names a register, not memory */
+	in->len = i + 1 + modrm_extra(m);
+	switch (op) {
+	case 0x89:                                 /* mov reg, r/m */
+		in->dst = rm_reg;
+		in->src = rm_reg >= 0 && (rex & 8) ? (int)reg : -1;   /* 64-bit copies only */
+		return 1;
+	case 0x8b:                                 /* mov r/m, reg */
+		in->dst = (int)reg;
+		in->src = rex & 8 ? rm_reg : -1;
+		return 1;
+	case 0x8d: case 0x03: case 0x0b: case 0x23: case 0x2b: case 0x33:
+		in->dst = (int)reg;                    /* lea, add/or/and/sub/xor into reg */
+		return 1;
+	case 0x01: case 0x09: case 0x21: case 0x29: case 0x31:
+		in->dst = rm_reg;                      /* add/or/and/sub/xor into r/m */
+		return 1;
+	case 0x84: case 0x85:                      /* test */
+		return 1;
+	case 0x83: case 0x81: case 0xc7: case 0xf6: case 0xf7: {
+		unsigned ext = (m[0] >> 3) & 7;
+		in->len += op == 0x83 || op == 0xf6 ? 1 : imm;
+		if ((op == 0xf6 || op == 0xf7) && ext != 0)
+			return 0;                          /* not, neg, mul, div */
+		if (op == 0xc7 && ext != 0)
+			return 0;
+		/* cmp (83/81 /7) and test (f6/f7 /0) write nothing */
+		in->dst = (op == 0x83 || op == 0x81) && ext == 7 ? -1 :
+			  op == 0xf6 || op == 0xf7 ? -1 : rm_reg;
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* Which of the sample's arguments (0 rdi, 1 rsi, 2 rdx) a register mask holds, or -1. */
+static int arg_in(unsigned mask)
+{
+	return mask & 1u << REG_RDI ? 0 : mask & 1u << REG_RSI ? 1 : mask & 1u << REG_RDX ? 2 : -1;
+}
+
+/*
+ * The probe point for a function at file offset off whose class argument
+ * is in sample argument *klass_arg; *klass_arg is updated to where the
+ * class is at the returned offset.
+ */
+static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t *klass_arg)
+{
+	uint8_t c[96];
+	unsigned mask = 1u << (*klass_arg == 0 ? REG_RDI : *klass_arg == 1 ? REG_RSI : REG_RDX);
+	struct insn in;
 
 	if (rbp_elf_pread(e, off, c, sizeof(c)))
 		return off;
-	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
-		i = 4;
-	for (int n = 0; n < 4 && i + 6 <= sizeof(c); n++) {
-		uint8_t b = c[i];
-		if ((b >= 0x50 && b <= 0x57) || (b == 0x41 && c[i + 1] >= 0x50 && c[i + 1] <= 0x57) ||
-		    b == 0xe8 || b == 0xe9 || b == 0xeb)
+	for (size_t i = 0, n = 0; i + 16 <= sizeof(c) && n < 24; i += in.len, n++) {
+		if (!decode(c + i, &in) || !in.len)
+			break;
+		if (in.emulated) {
+			int arg = arg_in(mask);
+			if (arg < 0)
+				break;
+			*klass_arg = (uint8_t)arg;
 			return off + i;
-		if (b >= 0xb8 && b <= 0xbf && (unsigned)(b - 0xb8) != klass_reg)
-			i += 5;   /* mov $imm32, %e?? (not the class's register) */
-		else if (b == 0x41 && c[i + 1] >= 0xb8 && c[i + 1] <= 0xbf)
-			i += 6;   /* mov $imm32, %r8d..%r15d */
-		else
+		}
+		if (in.dst >= 0) {
+			int copy = in.src >= 0 && (mask & 1u << in.src);
+			mask &= ~(1u << in.dst);
+			if (copy)
+				mask |= 1u << in.dst;
+		}
+		if (!mask)
 			break;
 	}
 	return off;
@@ -144,7 +258,7 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 		p->name = entries[i].name;
 		memcpy(p->path, path, sizeof(path));
 		p->klass_arg = newer ? entries[i].klass_arg_new : entries[i].klass_arg_old;
-		p->offset = cheap_probe_point(vm->elf, off, p->klass_arg);
+		p->offset = cheap_probe_point(vm->elf, off, &p->klass_arg);
 	}
 	if (!*n)
 		return RBP_ENOPROBE;   /* nothing exported: not a build we can watch */
@@ -155,7 +269,7 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 		p->name = "rb_class_allocate_instance";
 		memcpy(p->path, path, sizeof(path));
 		p->klass_arg = 0;
-		p->offset = cheap_probe_point(vm->elf, off, 0);
+		p->offset = cheap_probe_point(vm->elf, off, &p->klass_arg);
 	}
 	return RBP_OK;
 }

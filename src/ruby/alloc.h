@@ -35,8 +35,9 @@
 struct rbp_alloc_probe {
 	const char *name;     /* "rb_wb_protected_newobj_of" (static string) */
 	char path[4200];      /* the Ruby file as rbpeek can open it (through /proc/PID/root) */
-	uint64_t offset;      /* file offset of the function's first instruction */
-	uint8_t klass_arg;    /* which integer argument is the class: 0 first, 1 second */
+	uint64_t offset;      /* file offset of the probed instruction: the function's
+			       * first, or the first one the kernel emulates (see alloc.c) */
+	uint8_t klass_arg;    /* where the class is there: 0 %rdi, 1 %rsi, 2 %rdx */
 };
 
 /*

@@ -213,9 +213,10 @@ check("alloc/sigkill") do |probs|
       probs << "cannot find rb_wb_protected_newobj_of in the target (nm -D)"
     end
     probs << (s.running_problem || "").to_s unless s.running_problem.nil?
-    # no more traps: the target is far faster than while probed (3.1 loses
-    # ~100x to the probes; "as fast as before" is too noisy a measure here)
-    probs << "after SIGKILL the target runs #{after.round} rounds/s, #{before.round} before, #{during.round} while probed" if after < during * 5
+    # no more traps: the target is faster than while probed (an
+    # allocation-only loop loses ~10x to the probes; "as fast as before" is
+    # too noisy a measure on a shared machine)
+    probs << "after SIGKILL the target runs #{after.round} rounds/s, #{before.round} before, #{during.round} while probed" if after < during * 2
     "rounds/s: #{before.round} before, #{during.round} probed, #{after.round} after SIGKILL"
   ensure
     E2E.kill_pid(s.pid)
