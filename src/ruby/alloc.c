@@ -152,28 +152,20 @@ static int arg_in(unsigned mask)
 	return mask & 1u << REG_RDI ? 0 : mask & 1u << REG_RSI ? 1 : mask & 1u << REG_RDX ? 2 : -1;
 }
 
-/*
- * The probe point for a function at file offset off whose class argument
- * is in sample argument *klass_arg; *klass_arg is updated to where the
- * class is at the returned offset.
- */
-static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t *klass_arg)
+size_t rbp_alloc_probe_point(const uint8_t *code, size_t len, uint8_t *klass_arg)
 {
-	uint8_t c[96];
 	unsigned mask = 1u << (*klass_arg == 0 ? REG_RDI : *klass_arg == 1 ? REG_RSI : REG_RDX);
 	struct insn in;
 
-	if (rbp_elf_pread(e, off, c, sizeof(c)))
-		return off;
-	for (size_t i = 0, n = 0; i + 16 <= sizeof(c) && n < 24; i += in.len, n++) {
-		if (!decode(c + i, &in) || !in.len)
+	for (size_t i = 0, n = 0; i + 16 <= len && n < 24; i += in.len, n++) {
+		if (!decode(code + i, &in) || !in.len)
 			break;
 		if (in.emulated) {
 			int arg = arg_in(mask);
 			if (arg < 0)
 				break;
 			*klass_arg = (uint8_t)arg;
-			return off + i;
+			return i;
 		}
 		if (in.dst >= 0) {
 			int copy = in.src >= 0 && (mask & 1u << in.src);
@@ -184,7 +176,17 @@ static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t *klas
 		if (!mask)
 			break;
 	}
-	return off;
+	return 0;
+}
+
+/* rbp_alloc_probe_point() for a function at file offset off of e. */
+static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t *klass_arg)
+{
+	uint8_t c[96];
+
+	if (rbp_elf_pread(e, off, c, sizeof(c)))
+		return off;
+	return off + rbp_alloc_probe_point(c, sizeof(c), klass_arg);
 }
 
 /* The Ruby file as we can open it: through the target's root, else as mapped. */

@@ -48,6 +48,16 @@ struct rbp_alloc_probe {
 int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap, size_t *n);
 
 /*
+ * Where to probe a function whose code starts with code[0..len) (len >= 16)
+ * and whose class argument is in sample argument *klass_arg (0 %rdi, 1
+ * %rsi, 2 %rdx): the offset of its first instruction the kernel emulates
+ * (push, call, jmp, jcc) reached by straight-line code that keeps the class
+ * in one of those registers (*klass_arg updated), or 0 (the first
+ * instruction; *klass_arg unchanged).  See alloc.c.
+ */
+size_t rbp_alloc_probe_point(const uint8_t *code, size_t len, uint8_t *klass_arg);
+
+/*
  * The name of the class a probe saw (klass VALUE), interned in vm's pool:
  * "String", "Foo::Bar"; "(hidden)" for the class-less internal objects
  * Ruby makes (klass 0), "(anonymous)" for a class without a name.
