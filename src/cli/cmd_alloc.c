@@ -104,6 +104,7 @@ struct run {
 	struct row *rows;
 	size_t n_rows, cap_rows;
 	uint64_t start;              /* CLOCK_MONOTONIC ns */
+	uint64_t drain_us;           /* the next wait for reports (DRAIN_US while busy) */
 	uint64_t allocs;             /* allocations reported (all of them) */
 	uint64_t samples;            /* of which stacks were read (profile samples) */
 	uint64_t no_stack, read_errors;
@@ -120,6 +121,14 @@ struct run {
 	int lines;                   /* lines of the live table on screen */
 	int tty;
 };
+
+/*
+ * How often the rings are drained: mostly the delay between an allocation
+ * and the read of its stack.  Shorter costs rbpeek more wakeups, so while
+ * nothing arrives the interval doubles up to DRAIN_IDLE_US.
+ */
+#define DRAIN_US 250
+#define DRAIN_IDLE_US 20000
 
 static volatile sig_atomic_t stop_requested;
 
@@ -580,8 +589,11 @@ static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 			break;
 		}
 		refill(r, now);
-		if ((err = rbp_uprobes_read(u, 1, on_sample, r)))
+		uint64_t before = r->allocs;
+		if ((err = rbp_uprobes_read(u, r->drain_us, on_sample, r)))
 			return err;
+		r->drain_us = r->allocs != before ? DRAIN_US :
+			      r->drain_us * 2 > DRAIN_IDLE_US ? DRAIN_IDLE_US : r->drain_us * 2;
 		now = now_ns();
 		if (now >= r->adapt_time + 100000000ull)
 			adapt_pick(r, now);
@@ -727,6 +739,7 @@ int cmd_alloc(int argc, char **argv)
 	r.rng = r.start | 1;
 	r.pick = UINT32_MAX;   /* every stack until the rate is known */
 	r.adapt_time = r.token_time = r.start;
+	r.drain_us = DRAIN_US;
 	r.tokens = 1;
 	err = watch(&r, u, &why);
 	p.meta.duration_ns = now_ns() - r.start;

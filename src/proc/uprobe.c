@@ -331,7 +331,7 @@ static int drain(struct rbp_uprobes *u, struct uthread *t,
 	return rc;
 }
 
-int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
+int rbp_uprobes_read(struct rbp_uprobes *u, uint64_t timeout_us,
 		     int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx)
 {
 	int rc;
@@ -343,9 +343,10 @@ int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
 	/*
 	 * The kernel wakes us only when a ring is half full: after the wait,
 	 * drain every ring whatever woke us, so reports are never older than
-	 * about timeout_ms.  A signal ends the wait early.
+	 * about timeout_us.  A signal ends the wait early.
 	 */
-	poll(u->pfds, u->n_threads, timeout_ms);
+	struct timespec ts = { (time_t)(timeout_us / 1000000), (long)(timeout_us % 1000000) * 1000 };
+	ppoll(u->pfds, u->n_threads, &ts, NULL);
 	for (size_t i = 0; i < u->n_threads; i++)
 		if ((rc = drain(u, &u->threads[i], fn, ctx)))
 			return rc;

@@ -59,12 +59,12 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 /* Attach to threads that appeared since the last call (and forget dead ones). */
 int rbp_uprobes_refresh(struct rbp_uprobes *u);
 /*
- * Wait up to timeout_ms (less when a ring fills up), then hand every
+ * Wait up to timeout_us (less when a ring fills up), then hand every
  * pending sample to fn in the order of each thread's buffer.  fn returning nonzero stops the read
  * (the rest stay for the next call) and is returned.  A signal ends the
  * wait early (returns 0).
  */
-int rbp_uprobes_read(struct rbp_uprobes *u, int timeout_ms,
+int rbp_uprobes_read(struct rbp_uprobes *u, uint64_t timeout_us,
 		     int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx);
 void rbp_uprobes_stats(const struct rbp_uprobes *u, struct rbp_uprobe_stats *out);
 /* Close every event: the kernel removes the breakpoints.  NULL-safe. */

@@ -82,7 +82,7 @@ static void collect(struct rbp_uprobes *u, struct seen *sn, long want, long want
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		rbp_uprobes_read(u, 10, on_sample, sn);
+		rbp_uprobes_read(u, 10000, on_sample, sn);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((sn->n < want || sn->thread_calls < want_thread) && t.tv_sec - t0.tv_sec < 5);
 }
