@@ -107,7 +107,8 @@ struct run {
 	uint64_t drain_us;           /* the next wait for reports (DRAIN_US while busy) */
 	uint64_t allocs;             /* allocations reported (all of them) */
 	uint64_t samples;            /* of which stacks were read (profile samples) */
-	uint64_t no_stack, read_errors;
+	uint64_t no_stack;           /* stacks with no Ruby frame (or unreadable) */
+	uint64_t read_errors;        /* ... of which the read failed */
 	uint32_t pick;               /* a stack is read when random32 < pick */
 	uint64_t rng;                /* xorshift64 state */
 	uint64_t allocs_at_adapt;    /* allocs when pick was last adapted */
@@ -623,9 +624,11 @@ static void print_stats(const struct run *r, const struct rbp_uprobes *u, const 
 
 	rbp_uprobes_stats(u, &us);
 	fprintf(stderr, "rbpeek: %s after %.1f s: %llu allocations, %llu lost (the kernel's "
-		"buffer was full), stacks of %llu (%llu without a Ruby frame); %zu probes x %zu "
-		"threads\n", why, secs, (unsigned long long)r->allocs, (unsigned long long)us.lost,
-		(unsigned long long)r->samples, (unsigned long long)r->no_stack, n_probes, us.threads);
+		"buffer was full), stacks of %llu (%llu without a Ruby frame, %llu unreadable); "
+		"%zu probes x %zu threads\n", why, secs, (unsigned long long)r->allocs,
+		(unsigned long long)us.lost, (unsigned long long)r->samples,
+		(unsigned long long)r->no_stack, (unsigned long long)r->read_errors, n_probes,
+		us.threads);
 	if (us.lost)
 		fprintf(stderr, "hint: lost reports make the counts low; rbpeek did not keep up "
 			"(a busy machine?)\n");
