@@ -55,9 +55,9 @@ static int vaddr_offset(const struct rbp_elf *e, uint64_t vaddr, uint64_t *off)
  * the probe stays on the function's first instruction.
  */
 
-#define REG_RDX 2
-#define REG_RSI 6
-#define REG_RDI 7
+#define X86_RDX 2
+#define X86_RSI 6
+#define X86_RDI 7
 
 struct insn {
 	size_t len;
@@ -149,12 +149,12 @@ static int decode(const uint8_t *c, struct insn *in)
 /* Which of the sample's arguments (0 rdi, 1 rsi, 2 rdx) a register mask holds, or -1. */
 static int arg_in(unsigned mask)
 {
-	return mask & 1u << REG_RDI ? 0 : mask & 1u << REG_RSI ? 1 : mask & 1u << REG_RDX ? 2 : -1;
+	return mask & 1u << X86_RDI ? 0 : mask & 1u << X86_RSI ? 1 : mask & 1u << X86_RDX ? 2 : -1;
 }
 
 size_t rbp_alloc_probe_point(const uint8_t *code, size_t len, uint8_t *klass_arg)
 {
-	unsigned mask = 1u << (*klass_arg == 0 ? REG_RDI : *klass_arg == 1 ? REG_RSI : REG_RDX);
+	unsigned mask = 1u << (*klass_arg == 0 ? X86_RDI : *klass_arg == 1 ? X86_RSI : X86_RDX);
 	struct insn in;
 
 	for (size_t i = 0, n = 0; i + 16 <= len && n < 24; i += in.len, n++) {
