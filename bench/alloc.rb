@@ -101,7 +101,11 @@ puts "== rbpeek alloc: speed of an allocation-heavy loop (6 objects per round), 
 puts format("%-12s %12s %12s %10s %14s %11s", "ruby", "alone r/s", "watched r/s", "slowdown", "us/allocation", "rbpeek CPU")
 Dir.mktmpdir("rbpeek-bench-alloc") do |dir|
   rubies.each do |xy|
-    base, watched, cpu = Array.new(ROUNDS) { one_run(dir, xy) }.max_by { |b, w, _| w.to_f / b }
+    # best of ROUNDS for each measure separately: noise only ever slows a run
+    runs = Array.new(ROUNDS) { one_run(dir, xy) }
+    base = runs.map { |b, _, _| b }.max
+    watched = runs.map { |_, w, _| w }.max
+    cpu = runs.map { |_, _, c| c }.min
     per = (1.0 / watched - 1.0 / base) / 6 * 1e6
     puts format("%-12s %12.0f %12.0f %9.0fx %14.1f %10.2fs", xy ? "#{xy} (chroot)" : RUBY_VERSION, base, watched,
                 base / watched, per, cpu)
