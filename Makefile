@@ -4,6 +4,7 @@
 #   make test       install test dependencies if missing, build, run all tests
 #   make example    install dependencies if missing, profile examples/ and say where the result is
 #   make asan       the test suite built with -fsanitize=address,undefined (in build-asan/)
+#   make ext        the tracer extension for $(RUBY) (build/ext/, also part of `make`)
 #   make clean
 
 VERSION   := 0.1.0
@@ -31,7 +32,35 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/librbpeek.a
 BIN       := $(BUILD)/rbpeek
 
-all: $(BIN)
+all: $(BIN) $(if $(filter 1,$(SAN)),,ext)
+
+# The tracer, a Ruby C extension (ext/rbpeek), built against $(RUBY)'s headers
+# (Debian: ruby-dev) into $(BUILD)/ext, next to a copy of lib/, so that
+# `ruby -I$(BUILD)/ext -rrbpeek/trace` works; rbpeek trace finds it there.
+# Without the headers it is skipped with a note (the CLI does not need it).
+RUBY      ?= ruby
+RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
+EXT_DIR   := $(BUILD)/ext
+EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
+EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
+
+ext:
+	@set -- $(RUBY_CFG); \
+	if [ $$# -lt 3 ] || [ ! -f "$$1/ruby.h" ]; then \
+		echo "make: skipping the tracer extension: no Ruby headers for '$(RUBY)' (install ruby-dev)"; \
+	else \
+		$(MAKE) --no-print-directory RUBY_HDR="$$1" RUBY_ARCHHDR="$$2" RUBY_LIBDIR="$$3" RUBY_LIBARG="$$4" $(EXT_SO) $(EXT_LIB); \
+	fi
+
+$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h src/util/pb.h src/util/gz.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
+		-o $@ $(EXT_SRC) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
+
+$(EXT_DIR)/%.rb: lib/%.rb
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -81,5 +110,6 @@ $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 clean:
 	rm -rf build build-asan
 
-.PHONY: all build-tests deps test asan example bench clean
+
+.PHONY: all ext build-tests deps test asan example bench clean
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -17,9 +17,11 @@
 #   procps            ps/pgrep and /proc helpers
 #   util-linux        setpriv (permission tests run rbpeek as nobody)
 #   coreutils         timeout (every test runs under one)
+#   protobuf-compiler protoc --decode checks the tracer's Perfetto files
+#   ruby-prof, ruby-stackprof  peers of the tracer benchmark (bench/trace)
 set -eu
 
-PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils"
+PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

@@ -6,6 +6,10 @@
 #   tools/setup-rubies.sh            make every chroot that is missing
 #   tools/setup-rubies.sh 2.7 3.4    only these
 #   tools/setup-rubies.sh --list     print "VERSION DIR" for chroots that are ready
+#   tools/setup-rubies.sh --dev [V]  also give the chroots (made if missing) what
+#                                    building a C extension needs (rubyX.Y-dev, zlib
+#                                    gcc, make): the tracer's tests build
+#                                    ext/rbpeek inside each chroot
 #
 # Versions: 2.7 (bullseye, ruby2.7), 3.3 (trixie, ruby3.3), 3.4 (sid plus
 # experimental, ruby3.4).  Each chroot is made with debootstrap
@@ -69,12 +73,39 @@ make_one() {
 	echo "setup-rubies.sh: ruby $(cat "$dir/RUBY_VERSION") ready in $dir" >&2
 }
 
+# The headers and compiler for C extensions; a file DEV_READY marks it done.
+dev_one() {
+	local v=$1 dir=$root/$1
+	[ -f "$dir/READY" ] || return 1
+	[ -f "$dir/DEV_READY" ] && return 0
+	echo "setup-rubies.sh: installing ruby$v-dev, gcc, make in $dir" >&2
+	local apt=(chroot "$dir" apt-get -o Acquire::Check-Valid-Until=false -o DPkg::Lock::Timeout=300 -y -qq)
+	local pkgs=("ruby$v-dev" gcc make libc6-dev zlib1g-dev)
+	"${apt[@]}" update >>"$root/$v.log" 2>&1
+	if [ "$v" = 3.4 ]; then
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" -t experimental install "${pkgs[@]}" >>"$root/$v.log" 2>&1 ||
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${pkgs[@]}" >>"$root/$v.log" 2>&1
+	else
+		DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${pkgs[@]}" >>"$root/$v.log" 2>&1
+	fi
+	touch "$dir/DEV_READY"
+}
+
+dev=0
+if [ "${1:-}" = --dev ]; then
+	dev=1
+	shift
+fi
+
 mkdir -p "$root"
 # One run at a time (two test files may both ask): the others wait for it.
 exec 9>"$root/.lock"
 flock -w 1800 9 || { echo "setup-rubies.sh: $root/.lock still held after 30 min" >&2; exit 1; }
 status=0
 for v in "${@:-${all[@]}}"; do
-	make_one "$v" || { echo "setup-rubies.sh: ruby $v failed, see $root/$v.log" >&2; status=1; }
+	make_one "$v" || { echo "setup-rubies.sh: ruby $v failed, see $root/$v.log" >&2; status=1; continue; }
+	if [ $dev = 1 ]; then
+		dev_one "$v" || { echo "setup-rubies.sh: ruby$v-dev failed, see $root/$v.log" >&2; status=1; }
+	fi
 done
 exit $status

@@ -1,0 +1,741 @@
+/*
+ * trace.c - RbPeek::Trace, an in-process flight recorder of every method
+ * call, GC step and GVL change of a Ruby process.
+ *
+ * The workload: a hook runs on every call and return (tens of millions a
+ * second), a save happens rarely (a slow request).  So the hook does as
+ * little as possible and everything else waits for the save:
+ *
+ *   - one event hook (rb_add_event_hook) for call/return, C call/return
+ *     and optionally block call/return; it reads the thread's ring from a
+ *     thread-local pointer, turns (owner class, method id) into a small
+ *     method id through an open-addressing table, and stores a 16-byte
+ *     record {cycle counter, kind | id << 8} at ring[head++ & mask];
+ *   - the kind is the bit number of Ruby's event flag (one tzcnt);
+ *   - rings are per thread, a power of two of records, and keep the newest
+ *     records: a long-running process never grows;
+ *   - classes in the method table are marked (so pinned: neither freed nor
+ *     moved by compaction), which makes symbolizing at save time safe;
+ *   - the window is [last reset, save]: reset only remembers each ring's
+ *     head and the time, it never touches the hooks;
+ *   - timestamps are rdtsc on x86-64 with an invariant TSC, converted to
+ *     CLOCK_MONOTONIC at save time by a two-point calibration (start,
+ *     save); elsewhere clock_gettime(CLOCK_MONOTONIC).
+ *
+ * Exceptions: Ruby fires RETURN (with method id 0) for every Ruby frame an
+ * exception or throw unwinds and C_RETURN for C frames, so the writer
+ * rebuilds balanced slices by kind (trace_write.c).  Fibers: a FIBER
+ * record (the fiber's object_id) marks each switch, the writer gives each
+ * fiber a track.  GC: internal events (no Ruby calls allowed there) only
+ * push records into an already attached ring.  GVL (3.2+): the internal
+ * thread event hook, which may run without the GVL, again only pushes into
+ * the calling thread's own ring.
+ *
+ * Threading: everything but the GVL hook runs holding the GVL, so the
+ * method table and the ring list need no locks.  A ring belongs to one
+ * native thread (its only writer); it is freed only after that thread's
+ * THREAD_END cleared its thread-local pointer.  start() bumps a generation
+ * number, and a ring from an older generation is reset by its own thread
+ * at its next event, so buffer sizes can change between runs.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include <ruby.h>
+#include <ruby/debug.h>
+#include <ruby/thread.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include "trace.h"
+
+#define RBT_MAX_METHODS (1u << 22)  /* beyond: id 0, "(unknown)" */
+#define RBT_MAX_DEAD 16             /* rings of finished threads kept */
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* One thread's ring. */
+struct rbt_ring {
+	struct rbt_rec *recs;    /* cap records, NULL when released */
+	uint64_t mask;           /* cap - 1 */
+	uint64_t head;           /* records ever written (next slot: head & mask) */
+	uint64_t reset_head;     /* head at the last reset (window start) */
+	uint64_t gen;            /* generation (start() call) it was set up in */
+	pid_t tid;
+	VALUE thread;            /* the Ruby Thread (marked), Qnil when unknown */
+	uint64_t root_fiber;     /* fiber key of its first events */
+	int dead;                /* its thread ended (thread-local pointer cleared) */
+	int main;                /* the main thread */
+	struct rbt_ring *next;
+};
+
+/* The method table: (owner, id) -> small id, and back. */
+struct rbt_slot {
+	VALUE klass;             /* owner (Qnil: unknown) */
+	VALUE mid;               /* method name, a Symbol (Qnil: unknown) */
+	uint64_t id;             /* 0: empty slot */
+};
+struct rbt_method {
+	VALUE klass, mid;        /* as in rbt_slot */
+};
+
+static struct {
+	int running;
+	int use_tsc;             /* timestamps are TSC ticks */
+	uint64_t gen;
+	uint64_t cap;            /* records per ring (power of two) */
+	int c_calls, blocks, gc, gvl;
+	uint64_t reset_t;        /* time of the last reset (raw units) */
+	uint64_t cal_t;          /* calibration: raw time ... */
+	uint64_t cal_ns;         /* ... and CLOCK_MONOTONIC at start() */
+	struct rbt_ring *rings;  /* newest first */
+	struct rbt_slot *slots;  /* 1 << slot_bits slots */
+	unsigned slot_bits;
+	struct rbt_method *methods; /* methods[id - 1] */
+	size_t nmethods, capmethods;
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+	rb_internal_thread_event_hook_t *gvl_hook;
+#endif
+} g;
+
+static __thread struct rbt_ring *tls_ring __attribute__((tls_model("initial-exec")));
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t now(void)
+{
+#if defined(__x86_64__)
+	if (LIKELY(g.use_tsc))
+		return __rdtsc();
+#endif
+	return mono_ns();
+}
+
+/* Whether the CPU's TSC ticks at a constant rate through sleep states. */
+static int tsc_usable(void)
+{
+#if defined(__x86_64__)
+	char line[4096];
+	int ok = 0;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "flags", 5)) {
+			ok = strstr(line, " constant_tsc") && strstr(line, " nonstop_tsc");
+			break;
+		}
+	fclose(f);
+	return ok;
+#else
+	return 0;
+#endif
+}
+
+/* A (raw time, CLOCK_MONOTONIC) pair read as close together as we can. */
+static void time_pair(uint64_t *t, uint64_t *ns)
+{
+	uint64_t a = now();
+	*ns = mono_ns();
+	uint64_t b = now();
+	*t = a + (b - a) / 2;
+}
+
+/* --- the method table ------------------------------------------------ */
+
+static inline size_t slot_of(VALUE klass, VALUE mid)
+{
+	uint64_t h = ((uint64_t)klass ^ ((uint64_t)mid << 24)) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> (64 - g.slot_bits));
+}
+
+static int slots_grow(void)
+{
+	unsigned bits = g.slot_bits ? g.slot_bits + 1 : 12;
+	struct rbt_slot *old = g.slots, *ns = calloc((size_t)1 << bits, sizeof(*ns));
+	size_t oldn = g.slot_bits ? (size_t)1 << g.slot_bits : 0;
+
+	if (!ns)
+		return -1;
+	g.slots = ns;
+	g.slot_bits = bits;
+	for (size_t i = 0; i < oldn; i++) {
+		if (!old[i].id)
+			continue;
+		size_t j = slot_of(old[i].klass, old[i].mid), m = ((size_t)1 << bits) - 1;
+		while (ns[j].id)
+			j = (j + 1) & m;
+		ns[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+static __attribute__((noinline)) uint64_t intern_slow(VALUE klass, VALUE mid)
+{
+	if (g.nmethods >= RBT_MAX_METHODS)
+		return 0;
+	if ((g.nmethods + 1) * 2 > ((size_t)1 << g.slot_bits) && slots_grow())
+		return 0;
+	if (g.nmethods == g.capmethods) {
+		size_t ncap = g.capmethods ? g.capmethods * 2 : 1024;
+		struct rbt_method *nm = realloc(g.methods, ncap * sizeof(*nm));
+		if (!nm)
+			return 0;
+		g.methods = nm;
+		g.capmethods = ncap;
+	}
+	g.methods[g.nmethods] = (struct rbt_method){ klass, mid };
+	uint64_t id = ++g.nmethods;
+	size_t i = slot_of(klass, mid), m = ((size_t)1 << g.slot_bits) - 1;
+	while (g.slots[i].id)
+		i = (i + 1) & m;
+	g.slots[i] = (struct rbt_slot){ klass, mid, id };
+	return id;
+}
+
+static inline uint64_t intern(VALUE klass, VALUE mid)
+{
+	size_t m = ((size_t)1 << g.slot_bits) - 1;
+
+	for (size_t i = slot_of(klass, mid);; i = (i + 1) & m) {
+		const struct rbt_slot *s = &g.slots[i];
+		if (LIKELY(s->klass == klass && s->mid == mid && s->id))
+			return s->id;
+		if (!s->id)
+			return intern_slow(klass, mid);
+	}
+}
+
+/* --- rings ------------------------------------------------------------- */
+
+static inline void push(struct rbt_ring *r, unsigned kind, uint64_t arg)
+{
+	uint64_t h = r->head;
+	struct rbt_rec *p = &r->recs[h & r->mask];
+
+	p->t = now();
+	p->v = RBT_REC(kind, arg);
+	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+}
+
+/* The key of the fiber running now: its object_id, stable and never reused. */
+static uint64_t fiber_key(void)
+{
+	return NUM2ULL(rb_obj_id(rb_fiber_current()));
+}
+
+/* Free the recs of finished threads beyond the newest RBT_MAX_DEAD. */
+static void prune_dead(void)
+{
+	int kept = 0;
+
+	for (struct rbt_ring **pp = &g.rings; *pp;) {
+		struct rbt_ring *r = *pp;
+		if (r->dead && ++kept > RBT_MAX_DEAD) {
+			*pp = r->next;
+			free(r->recs);
+			free(r);
+			continue;
+		}
+		pp = &r->next;
+	}
+}
+
+/*
+ * The calling thread's ring, made or reset for this generation.  Only from
+ * normal (not internal) event hooks: it may allocate Ruby objects.
+ */
+static __attribute__((noinline)) struct rbt_ring *attach(void)
+{
+	struct rbt_ring *r = tls_ring;
+
+	if (!g.running)
+		return NULL;
+	if (!r) {
+		if (!(r = calloc(1, sizeof(*r))))
+			return NULL;
+		r->thread = Qnil;
+		r->next = g.rings;
+		g.rings = r;
+		tls_ring = r;
+	}
+	if (!r->recs || r->mask + 1 != g.cap) {
+		free(r->recs);
+		r->mask = 0;
+		if (!(r->recs = malloc(g.cap * sizeof(*r->recs))))
+			return NULL;
+		r->mask = g.cap - 1;
+	}
+	r->head = r->reset_head = 0;
+	r->tid = (pid_t)syscall(SYS_gettid);
+	r->thread = rb_thread_current();
+	r->main = r->thread == rb_thread_main();
+	r->root_fiber = fiber_key();
+	r->gen = g.gen;
+	return r;
+}
+
+static inline struct rbt_ring *ring(void)
+{
+	struct rbt_ring *r = tls_ring;
+
+	if (UNLIKELY(!r || r->gen != g.gen))
+		return attach();
+	return r;
+}
+
+/* --- hooks --------------------------------------------------------------- */
+
+/*
+ * Method events, with the raw argument: for Ruby methods the VM passes no
+ * method id or class to plain hooks (both 0), rb_tracearg_* find them from
+ * the frame (for returns an unwinding exception fires too).
+ */
+static void on_call(VALUE data, rb_trace_arg_t *ta)
+{
+	struct rbt_ring *r = ring();
+
+	if (UNLIKELY(!r))
+		return;
+	unsigned kind = (unsigned)__builtin_ctz(rb_tracearg_event_flag(ta));
+	VALUE sym = rb_tracearg_method_id(ta), klass = rb_tracearg_defined_class(ta);
+	push(r, kind, intern(klass, sym));
+}
+
+/* The raw-argument hook as the type rb_add_event_hook2 declares. */
+static rb_event_hook_func_t on_call_fn(void)
+{
+	union { void (*raw)(VALUE, rb_trace_arg_t *); rb_event_hook_func_t f; } u = { .raw = on_call };
+	return u.f;
+}
+
+static void on_misc(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+	struct rbt_ring *r = ring();
+
+	if (!r)
+		return;
+	if (ev == RUBY_EVENT_FIBER_SWITCH) {
+		push(r, RBT_FIBER, fiber_key());
+	} else if (ev == RUBY_EVENT_THREAD_END && !r->main) {
+		push(r, RBT_THREAD_END, 0);
+		r->dead = 1;
+		tls_ring = NULL;
+		prune_dead();
+	}
+}
+
+/* GC: internal events, no Ruby API allowed; only an attached ring. */
+static void on_gc(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+	struct rbt_ring *r = tls_ring;
+
+	if (r && r->gen == g.gen && g.running)
+		push(r, (unsigned)__builtin_ctz(ev), 0);
+}
+
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+/* GVL changes (3.2+), possibly without the GVL: the thread's own ring only. */
+static void on_gvl(rb_event_flag_t ev, const rb_internal_thread_event_data_t *d, void *u)
+{
+	struct rbt_ring *r = tls_ring;
+	unsigned kind = ev == RUBY_INTERNAL_THREAD_EVENT_READY ? RBT_GVL_READY
+		: ev == RUBY_INTERNAL_THREAD_EVENT_RESUMED ? RBT_GVL_RESUMED : RBT_GVL_SUSPENDED;
+
+	if (r && r->gen == g.gen && r->recs && g.running)
+		push(r, kind, 0);
+}
+#endif
+
+static void install(void)
+{
+	rb_event_flag_t ev = RUBY_EVENT_CALL | RUBY_EVENT_RETURN;
+
+	if (g.c_calls)
+		ev |= RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN;
+	if (g.blocks)
+		ev |= RUBY_EVENT_B_CALL | RUBY_EVENT_B_RETURN;
+	rb_add_event_hook2(on_call_fn(), ev, Qnil, RUBY_EVENT_HOOK_FLAG_SAFE | RUBY_EVENT_HOOK_FLAG_RAW_ARG);
+	rb_add_event_hook(on_misc, RUBY_EVENT_FIBER_SWITCH | RUBY_EVENT_THREAD_END, Qnil);
+	if (g.gc)
+		rb_add_event_hook(on_gc, RUBY_INTERNAL_EVENT_GC_START | RUBY_INTERNAL_EVENT_GC_END_MARK |
+					 RUBY_INTERNAL_EVENT_GC_END_SWEEP | RUBY_INTERNAL_EVENT_GC_ENTER |
+					 RUBY_INTERNAL_EVENT_GC_EXIT, Qnil);
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+	if (g.gvl)
+		g.gvl_hook = rb_internal_thread_add_event_hook(on_gvl,
+			RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED |
+			RUBY_INTERNAL_THREAD_EVENT_SUSPENDED, NULL);
+#endif
+}
+
+static void uninstall(void)
+{
+	rb_remove_event_hook(on_call_fn());
+	rb_remove_event_hook(on_misc);
+	rb_remove_event_hook(on_gc);
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+	if (g.gvl_hook)
+		rb_internal_thread_remove_event_hook(g.gvl_hook);
+	g.gvl_hook = NULL;
+#endif
+}
+
+/* After fork only the forking thread exists: the other rings can go. */
+static void after_fork_child(void)
+{
+	for (struct rbt_ring *r = g.rings; r; r = r->next)
+		if (r != tls_ring && !r->dead) {
+			r->dead = 1;
+			free(r->recs);
+			r->recs = NULL;
+			r->head = r->reset_head = 0;
+		}
+	g.gen++;  /* the forking thread re-attaches: new tid, empty ring */
+	prune_dead();
+}
+
+/* --- GC marking: the classes of the method table and the threads -------- */
+
+static void mark_all(void *p)
+{
+	for (size_t i = 0; i < g.nmethods; i++) {
+		rb_gc_mark(g.methods[i].klass);
+		rb_gc_mark(g.methods[i].mid);
+	}
+	for (struct rbt_ring *r = g.rings; r; r = r->next)
+		if (!NIL_P(r->thread))
+			rb_gc_mark(r->thread);
+}
+
+static const rb_data_type_t marker_type = {
+	.wrap_struct_name = "rbpeek_trace_marker",
+	.function = { .dmark = mark_all },
+	.flags = RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+/* --- Ruby API -------------------------------------------------------------- */
+
+/* _start(buffer_size, c_calls, blocks, gc, gvl): the Ruby side checked types. */
+static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE gc, VALUE gvl)
+{
+	uint64_t want = NUM2ULL(size), cap = 16;
+
+	if (g.running)
+		rb_raise(rb_eRuntimeError, "RbPeek::Trace is already running (stop it first)");
+	if (want < 16 || want > (1ull << 32))
+		rb_raise(rb_eArgError, "buffer_size must be between 16 and 2**32 events, not %llu",
+			 (unsigned long long)want);
+	while (cap < want)
+		cap *= 2;
+	if (!g.slots && slots_grow())
+		rb_raise(rb_eNoMemError, "RbPeek::Trace: out of memory");
+	g.cap = cap;
+	g.c_calls = RTEST(c_calls);
+	g.blocks = RTEST(blocks);
+	g.gc = RTEST(gc);
+	g.gvl = RTEST(gvl);
+	g.gen++;
+	time_pair(&g.cal_t, &g.cal_ns);
+	g.reset_t = g.cal_t;
+	g.running = 1;
+	install();
+	if (!ring()) {
+		g.running = 0;
+		uninstall();
+		rb_raise(rb_eNoMemError, "RbPeek::Trace: cannot allocate a %llu-event buffer",
+			 (unsigned long long)cap);
+	}
+	return Qtrue;
+}
+
+static VALUE t_stop(VALUE mod)
+{
+	if (!g.running)
+		return Qfalse;
+	uninstall();
+	g.running = 0;
+	return Qtrue;
+}
+
+/* Mark the start of the window: remember every ring's head and the time. */
+static VALUE t_reset(VALUE mod)
+{
+	g.reset_t = now();
+	for (struct rbt_ring *r = g.rings; r; r = r->next)
+		if (r->gen == g.gen)
+			r->reset_head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	return Qnil;
+}
+
+static VALUE t_running_p(VALUE mod)
+{
+	return g.running ? Qtrue : Qfalse;
+}
+
+/* {threads:, buffer_size:, methods:, events:, lost:} for tests and users. */
+static VALUE t_stats(VALUE mod)
+{
+	VALUE h = rb_hash_new();
+	uint64_t threads = 0, events = 0, lost = 0;
+
+	for (struct rbt_ring *r = g.rings; r; r = r->next) {
+		if (r->gen != g.gen || !r->recs)
+			continue;
+		uint64_t n = r->head - r->reset_head;
+		threads++;
+		events += n > r->mask + 1 ? r->mask + 1 : n;
+		lost += n > r->mask + 1 ? n - r->mask - 1 : 0;
+	}
+	rb_hash_aset(h, ID2SYM(rb_intern("threads")), ULL2NUM(threads));
+	rb_hash_aset(h, ID2SYM(rb_intern("buffer_size")), ULL2NUM(g.cap));
+	rb_hash_aset(h, ID2SYM(rb_intern("methods")), ULL2NUM(g.nmethods));
+	rb_hash_aset(h, ID2SYM(rb_intern("events")), ULL2NUM(events));
+	rb_hash_aset(h, ID2SYM(rb_intern("lost")), ULL2NUM(lost));
+	rb_hash_aset(h, ID2SYM(rb_intern("tsc")), g.use_tsc ? Qtrue : Qfalse);
+	return h;
+}
+
+/* --- save ------------------------------------------------------------------ */
+
+/* State of one save, freed by save_cleanup whatever happens. */
+struct save {
+	VALUE path;
+	int fmt;
+	struct rbt_trace tr;
+	char **labels;
+	char **names;            /* thread names, per window */
+	char *process_name;
+	FILE *f;
+};
+
+static char *str_dup(VALUE s)
+{
+	if (NIL_P(s) || !RB_TYPE_P(s, T_STRING))
+		return NULL;
+	char *d = malloc(RSTRING_LEN(s) + 1);
+	if (d) {
+		memcpy(d, RSTRING_PTR(s), RSTRING_LEN(s));
+		d[RSTRING_LEN(s)] = 0;
+	}
+	return d;
+}
+
+static VALUE attached_object(VALUE klass)
+{
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY  /* 3.2+ */
+	return rb_class_attached_object(klass);
+#else
+	return rb_iv_get(klass, "__attached__");
+#endif
+}
+
+/* "Klass#meth", "Klass.meth" for a singleton method of a class or module. */
+static char *label_of(const struct rbt_method *m)
+{
+	VALUE owner = Qnil, klass = m->klass;
+	const char *sep = "#";
+
+	if ((RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_MODULE))) {
+		if (RB_TYPE_P(klass, T_CLASS) && FL_TEST(klass, FL_SINGLETON)) {
+			VALUE att = attached_object(klass);
+			if (RB_TYPE_P(att, T_CLASS) || RB_TYPE_P(att, T_MODULE)) {
+				klass = att;
+				sep = ".";
+			}
+		}
+		owner = rb_class_path(klass);
+	}
+	VALUE name = SYMBOL_P(m->mid) ? rb_sym2str(m->mid) : Qnil;
+	VALUE s = NIL_P(owner) ? rb_str_new_cstr("") : rb_str_dup(owner);
+	if (!NIL_P(owner))
+		rb_str_cat_cstr(s, sep);
+	if (NIL_P(name))
+		rb_str_cat_cstr(s, "(unknown)");
+	else
+		rb_str_append(s, name);
+	return str_dup(s);
+}
+
+/* Copy the window of ring r out, times in ns. */
+static int copy_window(struct rbt_ring *r, struct rbt_thread_window *w, double ns_per_t)
+{
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), cap = r->mask + 1;
+	uint64_t lo = r->reset_head, n;
+
+	if (head - lo > cap) {
+		w->lost = head - lo - cap;
+		lo = head - cap;
+	}
+	n = head - lo;
+	if (!(w->recs = malloc((n ? n : 1) * sizeof(*w->recs))))
+		return -1;
+	for (uint64_t i = 0; i < n; i++) {
+		struct rbt_rec rec = r->recs[(lo + i) & r->mask];
+		int64_t d = (int64_t)(rec.t - g.cal_t);
+		rec.t = (uint64_t)((int64_t)g.cal_ns + (int64_t)((double)d * ns_per_t));
+		w->recs[i] = rec;
+	}
+	w->n = n;
+	w->tid = r->tid;
+	w->main = r->main;
+	w->root_fiber = r->root_fiber;
+	return 0;
+}
+
+/* The labels of the methods the windows use. */
+static int make_labels(struct save *s)
+{
+	size_t n = g.nmethods + 1;
+
+	if (!(s->labels = calloc(n, sizeof(char *))))
+		return -1;
+	for (size_t i = 0; i < s->tr.nthreads; i++) {
+		const struct rbt_thread_window *w = &s->tr.threads[i];
+		for (size_t j = 0; j < w->n; j++) {
+			unsigned k = RBT_KIND(w->recs[j].v);
+			uint64_t id = RBT_ARG(w->recs[j].v);
+			if (k >= RBT_CALL && k <= RBT_B_RETURN && id && id < n && !s->labels[id])
+				s->labels[id] = label_of(&g.methods[id - 1]);
+		}
+	}
+	s->tr.labels = (const char *const *)s->labels;
+	s->tr.nlabels = n;
+	return 0;
+}
+
+static VALUE save_body(VALUE arg)
+{
+	struct save *s = (struct save *)arg;
+	uint64_t t, ns, nring = 0, k = 0;
+	double ns_per_t = 1.0;
+
+	time_pair(&t, &ns);
+	if (g.use_tsc) {
+		/* a short run calibrates badly: wait until 20 ms passed */
+		while (ns - g.cal_ns < 20000000) {
+			struct timespec d = { 0, 1000000 };
+			nanosleep(&d, NULL);
+			time_pair(&t, &ns);
+		}
+		ns_per_t = (double)(ns - g.cal_ns) / (double)(t - g.cal_t);
+	}
+	for (struct rbt_ring *r = g.rings; r; r = r->next)
+		nring += r->gen == g.gen && r->recs;
+	s->tr.threads = calloc(nring ? nring : 1, sizeof(*s->tr.threads));
+	s->names = calloc(nring ? nring : 1, sizeof(char *));
+	if (!s->tr.threads || !s->names)
+		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
+	for (struct rbt_ring *r = g.rings; r && k < nring; r = r->next) {
+		if (r->gen != g.gen || !r->recs)
+			continue;
+		if (copy_window(r, &s->tr.threads[k], ns_per_t))
+			rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
+		s->tr.nthreads = ++k;
+	}
+	/* Ruby calls from here on: the records are copied already. */
+	k = 0;
+	for (struct rbt_ring *r = g.rings; r && k < nring; r = r->next) {
+		if (r->gen != g.gen || !r->recs)
+			continue;
+		if (!NIL_P(r->thread))
+			s->names[k] = str_dup(rb_funcall(r->thread, rb_intern("name"), 0));
+		s->tr.threads[k].name = s->names[k];
+		k++;
+	}
+	if (make_labels(s))
+		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
+	s->process_name = str_dup(rb_gv_get("$0"));
+	s->tr.process_name = s->process_name;
+	s->tr.pid = getpid();
+	s->tr.start_ns = g.cal_ns + (int64_t)((double)(int64_t)(g.reset_t - g.cal_t) * ns_per_t);
+	s->tr.end_ns = g.cal_ns + (int64_t)((double)(int64_t)(t - g.cal_t) * ns_per_t);
+	if (s->tr.start_ns < g.cal_ns)
+		s->tr.start_ns = g.cal_ns;
+
+	const char *path = StringValueCStr(s->path);
+	if (!(s->f = fopen(path, "w")))
+		rb_sys_fail(path);
+	int rc = rbt_write(s->f, &s->tr, (enum rbt_format)s->fmt);
+	int e = errno;
+	if (fclose(s->f) && !rc) {
+		rc = -1;
+		e = errno;
+	}
+	s->f = NULL;
+	if (rc) {
+		errno = e;
+		rb_sys_fail(path);
+	}
+	return Qnil;
+}
+
+static VALUE save_cleanup(VALUE arg)
+{
+	struct save *s = (struct save *)arg;
+
+	if (s->f)
+		fclose(s->f);
+	for (size_t i = 0; i < s->tr.nthreads; i++) {
+		free(s->tr.threads[i].recs);
+		free(s->names[i]);
+	}
+	free(s->tr.threads);
+	free(s->names);
+	if (s->labels)
+		for (size_t i = 0; i < s->tr.nlabels; i++)
+			free(s->labels[i]);
+	free(s->labels);
+	free(s->process_name);
+	return Qnil;
+}
+
+/* _save(path, format): format 0 Perfetto, 1 Chrome JSON. */
+static VALUE t_save(VALUE mod, VALUE path, VALUE fmt)
+{
+	struct save s = { .path = path, .fmt = NUM2INT(fmt) };
+
+	FilePathValue(s.path);
+	if (!g.gen)
+		rb_raise(rb_eRuntimeError, "RbPeek::Trace.save: nothing recorded (call RbPeek::Trace.start first)");
+	rb_ensure(save_body, (VALUE)&s, save_cleanup, (VALUE)&s);
+	RB_GC_GUARD(s.path);
+	return path;
+}
+
+__attribute__((visibility("default"))) void Init_trace_ext(void)
+{
+	VALUE mRbPeek = rb_define_module("RbPeek");
+	VALUE mTrace = rb_define_module_under(mRbPeek, "Trace");
+
+	g.use_tsc = tsc_usable() && !getenv("RBPEEK_TRACE_NO_TSC");
+	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, NULL));
+	pthread_atfork(NULL, NULL, after_fork_child);
+	rb_define_module_function(mTrace, "_start", t_start, 5);
+	rb_define_module_function(mTrace, "_save", t_save, 2);
+	rb_define_module_function(mTrace, "stop", t_stop, 0);
+	rb_define_module_function(mTrace, "reset", t_reset, 0);
+	rb_define_module_function(mTrace, "running?", t_running_p, 0);
+	rb_define_module_function(mTrace, "stats", t_stats, 0);
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+	rb_define_const(mTrace, "GVL_EVENTS", Qtrue);
+#else
+	rb_define_const(mTrace, "GVL_EVENTS", Qfalse);
+#endif
+}

@@ -1,0 +1,665 @@
+/*
+ * trace_write.c - the tracer's records turned into slices on tracks, written
+ * as Perfetto protobuf or Chrome JSON.
+ *
+ * Records of one thread are in time order; the writer replays them against
+ * one stack per fiber.  A return closes the topmost frame of its kind
+ * (RETURN a Ruby method, C_RETURN the C method of that id, B_RETURN a
+ * block), closing whatever sits above it first: a frame whose return event
+ * never came (should the VM skip one) ends there instead of corrupting the
+ * rest.  A return with no frame of its kind on the stack belongs to a frame
+ * entered before the window (before the reset, or overwritten in the ring):
+ * a first pass collects those per fiber, and the second pass opens them at
+ * the start of the window, outermost first.  Frames still open at the end
+ * are closed at the save time.  So every slice is balanced, whatever the
+ * window cut.
+ *
+ * Tracks (Perfetto track uuids; JSON tids, synthetic ones for non-thread
+ * tracks):
+ *   the process;  GC phases (child of the process: "GC marking" from
+ *   GC_START to GC_END_MARK, "GC sweeping" to GC_END_SWEEP);
+ *   per thread: its track (methods, blocks, and GC steps as slices nested
+ *   under the frame that triggered them), one child track per other fiber,
+ *   and a "GVL" child track of states (3.2+).
+ *
+ * Perfetto: one packet sequence (id 1).  The first packet clears the
+ * incremental state, interns every event name used (InternedData) and sets
+ * CLOCK_MONOTONIC as the timestamp clock (TracePacketDefaults); a
+ * ClockSnapshot relates it to BOOTTIME.  Then TrackDescriptors (each before
+ * its first event) and one TracePacket per TrackEvent.  Field numbers are
+ * those of the .proto files under Perfetto's protos/perfetto/trace.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trace.h"
+#include "util/hmap.h"
+#include "util/json.h"
+#include "util/pb.h"
+#include "util/vec.h"
+
+/* Fixed event names; iids NAME_* + 1.  Method labels follow, then blocks. */
+enum {
+	N_UNKNOWN, N_GC, N_GC_MARK, N_GC_SWEEP, N_GC_MARKING, N_GC_SWEEPING,
+	N_GVL_WAIT, N_GVL_RUN, N_GVL_RELEASED, N_LOST, NFIXED
+};
+static const char *const fixed_names[NFIXED] = {
+	"(unknown)", "GC", "GC mark", "GC sweep", "GC marking", "GC sweeping",
+	"waiting for GVL", "running", "released GVL", "events lost (ring overflow)",
+};
+
+enum { EV_BEGIN = 1, EV_END = 2, EV_INSTANT = 3 };  /* TrackEvent.Type */
+enum { F_METHOD, F_CFUNC, F_BLOCK, F_GC };          /* frame kinds */
+
+struct frame {
+	uint8_t kind;
+	uint64_t iid;
+};
+
+struct track {
+	uint64_t uuid;
+	int64_t jtid;             /* JSON tid */
+	int written;              /* descriptor emitted */
+};
+
+struct fiber {
+	uint64_t key;
+	struct track tr;
+	struct frame *st;         /* the stack */
+	size_t n, cap;
+	struct frame *pre;        /* frames entered before the window, innermost first */
+	size_t npre, cappre;
+};
+
+/* One GC phase transition, from any thread. */
+struct gc_mark {
+	uint64_t ts;
+	unsigned kind;
+};
+
+struct writer {
+	FILE *f;
+	enum rbt_format fmt;
+	const struct rbt_trace *tr;
+	int err;
+	uint64_t next_uuid;
+	struct rbp_pb out, pk, te, da;    /* output buffer, packet, event, annotation */
+	uint8_t *used;                    /* iid -> used */
+	size_t niids;
+	char **block_names;               /* "block in X", made on demand */
+	struct gc_mark *gc;
+	size_t ngc, capgc;
+	int first_json;
+	/* the thread being replayed */
+	const struct rbt_thread_window *w;
+	struct track thread_tr, gvl_tr;
+	struct fiber *fibers;
+	size_t nfibers, capfibers;
+	struct rbp_hmap fiber_idx;        /* key -> index + 1 */
+};
+
+/* --- names ------------------------------------------------------------ */
+
+static uint64_t method_iid(const struct writer *wr, uint64_t id)
+{
+	return id && id < wr->tr->nlabels && wr->tr->labels[id] ? NFIXED + id + 1 : N_UNKNOWN + 1;
+}
+
+static uint64_t block_iid(const struct writer *wr, uint64_t id)
+{
+	return NFIXED + wr->tr->nlabels + id + 1;
+}
+
+static const char *name_of(struct writer *wr, uint64_t iid)
+{
+	uint64_t i = iid - 1;
+
+	if (i < NFIXED)
+		return fixed_names[i];
+	i -= NFIXED;
+	if (i < wr->tr->nlabels)
+		return wr->tr->labels[i] ? wr->tr->labels[i] : fixed_names[N_UNKNOWN];
+	i -= wr->tr->nlabels;
+	if (!wr->block_names[i]) {
+		const char *l = i && i < wr->tr->nlabels && wr->tr->labels[i] ? wr->tr->labels[i] : NULL;
+		size_t len = l ? strlen(l) + 10 : 8;
+		if ((wr->block_names[i] = malloc(len)))
+			snprintf(wr->block_names[i], len, l ? "block in %s" : "block", l);
+	}
+	return wr->block_names[i] ? wr->block_names[i] : "block";
+}
+
+/* --- output ------------------------------------------------------------- */
+
+static void flush_out(struct writer *wr, int force)
+{
+	if (wr->out.oom)
+		wr->err = ENOMEM;
+	if (wr->out.n && (force || wr->out.n > (1 << 20))) {
+		if (fwrite(wr->out.b, 1, wr->out.n, wr->f) != wr->out.n && !wr->err)
+			wr->err = errno ? errno : EIO;
+		rbp_pb_reset(&wr->out);
+	}
+}
+
+static void out_str(struct writer *wr, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!rbp_pb_reserve(&wr->out, n)) {
+		memcpy(wr->out.b + wr->out.n, s, n);
+		wr->out.n += n;
+	}
+}
+
+/* The pk buffer as one Trace.packet (field 1) of the output. */
+static void end_packet(struct writer *wr)
+{
+	rbp_pb_uint(&wr->pk, 10, 1);  /* trusted_packet_sequence_id */
+	rbp_pb_bytes(&wr->out, 1, wr->pk.b, wr->pk.n);
+	rbp_pb_reset(&wr->pk);
+	flush_out(wr, 0);
+}
+
+static void json_escaped(struct writer *wr, const char *s)
+{
+	/* rbp_json_string writes to a FILE: flush ours first to keep order */
+	flush_out(wr, 1);
+	rbp_json_string(wr->f, s);
+}
+
+static void json_begin(struct writer *wr)
+{
+	out_str(wr, wr->first_json ? "\n" : ",\n");
+	wr->first_json = 0;
+}
+
+/* Metadata naming a JSON track. */
+static void json_track_name(struct writer *wr, int64_t tid, const char *what, const char *name)
+{
+	char b[160];
+
+	json_begin(wr);
+	snprintf(b, sizeof(b), "{\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRId64 ",\"name\":\"%s\",\"args\":{\"name\":",
+		 (int)wr->tr->pid, tid, what);
+	out_str(wr, b);
+	json_escaped(wr, name);
+	out_str(wr, "}}");
+}
+
+/*
+ * Describe a track before its first event.  thread_tid > 0: a thread track;
+ * else a named child of parent (0: of the process track).
+ */
+static void emit_track(struct writer *wr, struct track *t, uint64_t parent, pid_t thread_tid,
+		       const char *name)
+{
+	t->written = 1;
+	if (wr->fmt == RBT_JSON) {
+		if (name)
+			json_track_name(wr, t->jtid, "thread_name", name);
+		return;
+	}
+	rbp_pb_reset(&wr->te);
+	rbp_pb_uint(&wr->te, 1, t->uuid);
+	if (thread_tid > 0) {
+		rbp_pb_reset(&wr->da);
+		rbp_pb_uint(&wr->da, 1, (uint64_t)wr->tr->pid);
+		rbp_pb_uint(&wr->da, 2, (uint64_t)thread_tid);
+		if (name)
+			rbp_pb_bytes(&wr->da, 5, name, strlen(name));
+		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);   /* TrackDescriptor.thread */
+	} else {
+		rbp_pb_uint(&wr->te, 5, parent);                /* parent_uuid */
+		rbp_pb_bytes(&wr->te, 2, name, strlen(name));   /* name */
+	}
+	rbp_pb_bytes(&wr->pk, 60, wr->te.b, wr->te.n);          /* TracePacket.track_descriptor */
+	end_packet(wr);
+}
+
+/* One TrackEvent; count >= 0 adds a "lost" debug annotation. */
+static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type, uint64_t iid,
+		 int64_t count)
+{
+	if (wr->fmt == RBT_JSON) {
+		char b[160];
+		static const char ph[] = "?BEi";
+		json_begin(wr);
+		snprintf(b, sizeof(b), "{\"ph\":\"%c\",\"ts\":%" PRIu64 ".%03u,\"pid\":%d,\"tid\":%" PRId64,
+			 ph[type], ts / 1000, (unsigned)(ts % 1000), (int)wr->tr->pid, t->jtid);
+		out_str(wr, b);
+		if (type != EV_END) {
+			out_str(wr, ",\"name\":");
+			json_escaped(wr, name_of(wr, iid));
+		}
+		if (type == EV_INSTANT)
+			out_str(wr, ",\"s\":\"t\"");
+		if (count >= 0) {
+			snprintf(b, sizeof(b), ",\"args\":{\"lost\":%" PRId64 "}", count);
+			out_str(wr, b);
+		}
+		out_str(wr, "}");
+		return;
+	}
+	rbp_pb_reset(&wr->te);
+	rbp_pb_uint(&wr->te, 9, (uint64_t)type);       /* TrackEvent.type */
+	rbp_pb_uint(&wr->te, 11, t->uuid);             /* track_uuid */
+	if (type != EV_END)
+		rbp_pb_uint(&wr->te, 10, iid);         /* name_iid */
+	if (count >= 0) {
+		rbp_pb_reset(&wr->da);
+		rbp_pb_bytes(&wr->da, 10, "lost", 4);  /* DebugAnnotation.name */
+		rbp_pb_uint(&wr->da, 3, (uint64_t)count); /* uint_value */
+		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);
+	}
+	rbp_pb_uint(&wr->pk, 8, ts);                   /* TracePacket.timestamp */
+	rbp_pb_bytes(&wr->pk, 11, wr->te.b, wr->te.n); /* track_event */
+	rbp_pb_uint(&wr->pk, 13, 2);                   /* SEQ_NEEDS_INCREMENTAL_STATE */
+	end_packet(wr);
+}
+
+/* The first packets: clock snapshot, defaults, interned names, process. */
+static void emit_header(struct writer *wr)
+{
+	struct timespec m, b;
+
+	if (wr->fmt == RBT_JSON) {
+		out_str(wr, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+		wr->first_json = 1;
+		json_track_name(wr, 0, "process_name", wr->tr->process_name ? wr->tr->process_name : "ruby");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	clock_gettime(CLOCK_BOOTTIME, &b);
+	/* ClockSnapshot (6): MONOTONIC (3) and BOOTTIME (6) now */
+	rbp_pb_reset(&wr->te);
+	rbp_pb_reset(&wr->da);
+	rbp_pb_uint(&wr->da, 1, 3);
+	rbp_pb_uint(&wr->da, 2, (uint64_t)m.tv_sec * 1000000000u + (uint64_t)m.tv_nsec);
+	rbp_pb_bytes(&wr->te, 1, wr->da.b, wr->da.n);
+	rbp_pb_reset(&wr->da);
+	rbp_pb_uint(&wr->da, 1, 6);
+	rbp_pb_uint(&wr->da, 2, (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec);
+	rbp_pb_bytes(&wr->te, 1, wr->da.b, wr->da.n);
+	rbp_pb_bytes(&wr->pk, 6, wr->te.b, wr->te.n);
+	end_packet(wr);
+
+	/* SEQ_INCREMENTAL_STATE_CLEARED, defaults (clock), interned names */
+	rbp_pb_uint(&wr->pk, 13, 1);
+	rbp_pb_reset(&wr->te);
+	rbp_pb_uint(&wr->te, 58, 3);                   /* TracePacketDefaults.timestamp_clock_id */
+	rbp_pb_bytes(&wr->pk, 59, wr->te.b, wr->te.n);
+	rbp_pb_reset(&wr->te);
+	for (uint64_t iid = 1; iid <= wr->niids; iid++) {
+		if (!wr->used[iid])
+			continue;
+		const char *s = name_of(wr, iid);
+		rbp_pb_reset(&wr->da);
+		rbp_pb_uint(&wr->da, 1, iid);                  /* EventName.iid */
+		rbp_pb_bytes(&wr->da, 2, s, strlen(s));        /* EventName.name */
+		rbp_pb_bytes(&wr->te, 2, wr->da.b, wr->da.n);  /* InternedData.event_names */
+	}
+	rbp_pb_bytes(&wr->pk, 12, wr->te.b, wr->te.n);         /* TracePacket.interned_data */
+	end_packet(wr);
+
+	/* the process track (uuid 1) */
+	rbp_pb_reset(&wr->te);
+	rbp_pb_reset(&wr->da);
+	rbp_pb_uint(&wr->te, 1, 1);
+	rbp_pb_uint(&wr->da, 1, (uint64_t)wr->tr->pid);
+	if (wr->tr->process_name)
+		rbp_pb_bytes(&wr->da, 6, wr->tr->process_name, strlen(wr->tr->process_name));
+	rbp_pb_bytes(&wr->te, 3, wr->da.b, wr->da.n);
+	rbp_pb_bytes(&wr->pk, 60, wr->te.b, wr->te.n);
+	end_packet(wr);
+}
+
+/* --- GC phases ----------------------------------------------------------- */
+
+static int gc_cmp(const void *a, const void *b)
+{
+	const struct gc_mark *x = a, *y = b;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static int collect_gc(struct writer *wr)
+{
+	for (size_t i = 0; i < wr->tr->nthreads; i++) {
+		const struct rbt_thread_window *w = &wr->tr->threads[i];
+		for (size_t j = 0; j < w->n; j++) {
+			unsigned k = RBT_KIND(w->recs[j].v);
+			if (k != RBT_GC_START && k != RBT_GC_END_MARK && k != RBT_GC_END_SWEEP)
+				continue;
+			if (rbp_grow(&wr->gc, &wr->capgc, wr->ngc + 1, sizeof(*wr->gc)))
+				return -1;
+			wr->gc[wr->ngc++] = (struct gc_mark){ w->recs[j].t, k };
+		}
+	}
+	qsort(wr->gc, wr->ngc, sizeof(*wr->gc), gc_cmp);
+	return 0;
+}
+
+/* Phase at ts: the last transition at or before it (0: none seen). */
+static unsigned gc_phase_at(const struct writer *wr, uint64_t ts)
+{
+	size_t lo = 0, hi = wr->ngc;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (wr->gc[mid].ts <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? wr->gc[lo - 1].kind : 0;
+}
+
+/* The name of the GC step starting at record i: what it did. */
+static uint64_t gc_step_iid(const struct writer *wr, const struct rbt_thread_window *w, size_t i)
+{
+	unsigned before = gc_phase_at(wr, w->recs[i].t);
+	int mark = before == RBT_GC_START, sweep = before == RBT_GC_END_MARK;
+
+	for (size_t j = i + 1; j < w->n; j++) {
+		unsigned k = RBT_KIND(w->recs[j].v);
+		if (k == RBT_GC_START || k == RBT_GC_END_MARK)
+			mark = 1;
+		else if (k == RBT_GC_END_SWEEP)
+			sweep = 1;
+		else
+			break;
+	}
+	return (mark ? N_GC_MARK : sweep ? N_GC_SWEEP : N_GC) + 1;
+}
+
+static void emit_gc_track(struct writer *wr)
+{
+	struct track t = { .uuid = wr->next_uuid++, .jtid = -1 };
+	unsigned open = 0;  /* N_GC_MARKING, N_GC_SWEEPING, or 0 */
+
+	if (!wr->ngc)
+		return;
+	emit_track(wr, &t, 1, 0, "GC");
+	for (size_t i = 0; i < wr->ngc; i++) {
+		uint64_t ts = wr->gc[i].ts;
+		unsigned k = wr->gc[i].kind;
+		if (k == RBT_GC_START) {
+			if (open)
+				emit(wr, &t, ts, EV_END, 0, -1);
+			emit(wr, &t, ts, EV_BEGIN, N_GC_MARKING + 1, -1);
+			open = N_GC_MARKING;
+		} else if (k == RBT_GC_END_MARK) {
+			if (open)
+				emit(wr, &t, ts, EV_END, 0, -1);
+			else {
+				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_MARKING + 1, -1);
+				emit(wr, &t, ts, EV_END, 0, -1);
+			}
+			emit(wr, &t, ts, EV_BEGIN, N_GC_SWEEPING + 1, -1);
+			open = N_GC_SWEEPING;
+		} else {
+			if (!open)
+				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_SWEEPING + 1, -1);
+			emit(wr, &t, ts, EV_END, 0, -1);
+			open = 0;
+		}
+	}
+	if (open)
+		emit(wr, &t, wr->tr->end_ns, EV_END, 0, -1);
+}
+
+/* --- replaying one thread ---------------------------------------------- */
+
+static struct fiber *fiber_of(struct writer *wr, uint64_t key)
+{
+	uint64_t idx;
+
+	if (rbp_hmap_get(&wr->fiber_idx, key ? key : 1, &idx))
+		return &wr->fibers[idx - 1];
+	if (rbp_grow(&wr->fibers, &wr->capfibers, wr->nfibers + 1, sizeof(*wr->fibers)) ||
+	    rbp_hmap_put(&wr->fiber_idx, key ? key : 1, wr->nfibers + 1)) {
+		wr->err = ENOMEM;
+		return NULL;
+	}
+	struct fiber *f = &wr->fibers[wr->nfibers++];
+	memset(f, 0, sizeof(*f));
+	f->key = key;
+	return f;
+}
+
+static void fibers_free(struct writer *wr)
+{
+	for (size_t i = 0; i < wr->nfibers; i++) {
+		free(wr->fibers[i].st);
+		free(wr->fibers[i].pre);
+	}
+	free(wr->fibers);
+	wr->fibers = NULL;
+	wr->nfibers = wr->capfibers = 0;
+	rbp_hmap_clear(&wr->fiber_idx);
+}
+
+/* The fiber's track, described on first use. */
+static struct track *fiber_track(struct writer *wr, struct fiber *f)
+{
+	if (f->key == wr->w->root_fiber)
+		return &wr->thread_tr;
+	if (!f->tr.written) {
+		char name[96];
+		f->tr.uuid = wr->next_uuid++;
+		f->tr.jtid = -(int64_t)f->tr.uuid;
+		snprintf(name, sizeof(name), "fiber %" PRIu64 " (thread %d)", f->key, (int)wr->w->tid);
+		emit_track(wr, &f->tr, wr->thread_tr.uuid, 0, name);
+	}
+	return &f->tr;
+}
+
+static int push_frame(struct writer *wr, struct frame **st, size_t *n, size_t *cap, struct frame fr)
+{
+	if (rbp_grow(st, cap, *n + 1, sizeof(**st))) {
+		wr->err = ENOMEM;
+		return -1;
+	}
+	(*st)[(*n)++] = fr;
+	return 0;
+}
+
+/*
+ * A return of frame kind `kind` (and for C frames, iid) at ts: close
+ * frames down to the matching one.  None on the stack: a frame entered
+ * before the window; pass 1 remembers it.
+ */
+static void pop_frame(struct writer *wr, struct fiber *f, uint64_t ts, struct frame want, int out)
+{
+	size_t i = f->n;
+
+	while (i > 0) {
+		const struct frame *fr = &f->st[i - 1];
+		if (fr->kind == want.kind && (want.kind != F_CFUNC || fr->iid == want.iid))
+			break;
+		i--;
+	}
+	if (!i) {
+		if (!out)
+			push_frame(wr, &f->pre, &f->npre, &f->cappre, want);
+		i = 1;  /* close all */
+		if (!f->n)
+			return;
+	}
+	while (f->n >= i) {
+		if (out)
+			emit(wr, fiber_track(wr, f), ts, EV_END, 0, -1);
+		f->n--;
+		if (!f->n)
+			break;
+	}
+}
+
+static uint64_t frame_iid(struct writer *wr, unsigned k, uint64_t id)
+{
+	return k == RBT_B_CALL || k == RBT_B_RETURN ? block_iid(wr, id) : method_iid(wr, id);
+}
+
+/* GVL state changes (3.2+) on the thread's GVL track. */
+static void gvl_event(struct writer *wr, unsigned k, uint64_t ts, int *open)
+{
+	uint64_t iid = (k == RBT_GVL_READY ? N_GVL_WAIT : k == RBT_GVL_RESUMED ? N_GVL_RUN : N_GVL_RELEASED) + 1;
+
+	if (!wr->gvl_tr.written) {
+		wr->gvl_tr.uuid = wr->next_uuid++;
+		wr->gvl_tr.jtid = -(int64_t)wr->gvl_tr.uuid;
+		char name[64];
+		snprintf(name, sizeof(name), "GVL (thread %d)", (int)wr->w->tid);
+		emit_track(wr, &wr->gvl_tr, wr->thread_tr.uuid, 0, name);
+	}
+	if (*open)
+		emit(wr, &wr->gvl_tr, ts, EV_END, 0, -1);
+	emit(wr, &wr->gvl_tr, ts, EV_BEGIN, iid, -1);
+	*open = 1;
+}
+
+/*
+ * Replay thread window w: out == 0 is pass 1 (frames entered before the
+ * window, names used), out == 1 writes the events.
+ */
+static void replay(struct writer *wr, const struct rbt_thread_window *w, int out)
+{
+	struct fiber *cur = fiber_of(wr, w->root_fiber);
+	uint64_t start = w->lost && w->n ? w->recs[0].t : wr->tr->start_ns, end = wr->tr->end_ns;
+	int gvl_open = 0;
+
+	if (!cur)
+		return;
+	if (out) {
+		if (w->n && w->recs[w->n - 1].t > end)
+			end = w->recs[w->n - 1].t;
+		if (w->lost)
+			emit(wr, &wr->thread_tr, start, EV_INSTANT, N_LOST + 1, (int64_t)w->lost);
+		/* frames entered before the window, outermost first */
+		for (size_t i = 0; i < wr->nfibers; i++) {
+			struct fiber *f = &wr->fibers[i];
+			for (size_t j = f->npre; j-- > 0;) {
+				if (push_frame(wr, &f->st, &f->n, &f->cap, f->pre[j]))
+					return;
+				emit(wr, fiber_track(wr, f), start, EV_BEGIN, f->pre[j].iid, -1);
+			}
+		}
+	}
+	for (size_t i = 0; i < w->n && !wr->err; i++) {
+		uint64_t ts = w->recs[i].t, arg = RBT_ARG(w->recs[i].v);
+		unsigned k = RBT_KIND(w->recs[i].v);
+		struct frame fr = { F_METHOD, 0 };
+		switch (k) {
+		case RBT_CALL: case RBT_C_CALL: case RBT_B_CALL: case RBT_GC_ENTER:
+			fr.kind = k == RBT_CALL ? F_METHOD : k == RBT_C_CALL ? F_CFUNC : k == RBT_B_CALL ? F_BLOCK : F_GC;
+			fr.iid = k == RBT_GC_ENTER ? gc_step_iid(wr, w, i) : frame_iid(wr, k, arg);
+			wr->used[fr.iid] = 1;
+			if (push_frame(wr, &cur->st, &cur->n, &cur->cap, fr))
+				return;
+			if (out)
+				emit(wr, fiber_track(wr, cur), ts, EV_BEGIN, fr.iid, -1);
+			break;
+		case RBT_RETURN: case RBT_C_RETURN: case RBT_B_RETURN: case RBT_GC_EXIT:
+			fr.kind = k == RBT_RETURN ? F_METHOD : k == RBT_C_RETURN ? F_CFUNC : k == RBT_B_RETURN ? F_BLOCK : F_GC;
+			fr.iid = k == RBT_GC_EXIT ? N_GC + 1 : frame_iid(wr, k, arg);
+			wr->used[fr.iid] = 1;
+			pop_frame(wr, cur, ts, fr, out);
+			break;
+		case RBT_FIBER:
+			if (!(cur = fiber_of(wr, arg)))
+				return;
+			break;
+		case RBT_THREAD_END:
+			end = ts;
+			break;
+		case RBT_GVL_READY: case RBT_GVL_RESUMED: case RBT_GVL_SUSPENDED:
+			if (out)
+				gvl_event(wr, k, ts, &gvl_open);
+			break;
+		default:
+			break;
+		}
+	}
+	if (!out) {
+		/* pass 2 starts again from empty stacks (plus the frames before) */
+		for (size_t i = 0; i < wr->nfibers; i++)
+			wr->fibers[i].n = 0;
+		return;
+	}
+	for (size_t i = 0; i < wr->nfibers; i++) {
+		struct fiber *f = &wr->fibers[i];
+		for (; f->n; f->n--)
+			emit(wr, fiber_track(wr, f), end, EV_END, 0, -1);
+	}
+	if (gvl_open)
+		emit(wr, &wr->gvl_tr, end, EV_END, 0, -1);
+}
+
+static void thread_tracks(struct writer *wr, const struct rbt_thread_window *w)
+{
+	memset(&wr->thread_tr, 0, sizeof(wr->thread_tr));
+	memset(&wr->gvl_tr, 0, sizeof(wr->gvl_tr));
+	wr->thread_tr.uuid = wr->next_uuid++;
+	wr->thread_tr.jtid = w->tid;
+	wr->w = w;
+}
+
+int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt)
+{
+	struct writer wr = { .f = f, .fmt = fmt, .tr = tr, .next_uuid = 2 };
+	int err;
+
+	wr.niids = NFIXED + 2 * tr->nlabels + 1;
+	wr.used = calloc(wr.niids + 1, 1);
+	wr.block_names = calloc(tr->nlabels + 1, sizeof(char *));
+	if (!wr.used || !wr.block_names || collect_gc(&wr)) {
+		wr.err = ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < NFIXED; i++)
+		wr.used[i + 1] = 1;
+	/* pass 1 over every thread: names used (for the interned data) */
+	for (size_t i = 0; i < tr->nthreads; i++) {
+		thread_tracks(&wr, &tr->threads[i]);
+		replay(&wr, &tr->threads[i], 0);
+		fibers_free(&wr);
+	}
+	emit_header(&wr);
+	wr.next_uuid = 2;
+	emit_gc_track(&wr);
+	for (size_t i = 0; i < tr->nthreads && !wr.err; i++) {
+		const struct rbt_thread_window *w = &tr->threads[i];
+		const char *name = w->name ? w->name : w->main ? "main" : NULL;
+		thread_tracks(&wr, w);
+		emit_track(&wr, &wr.thread_tr, 0, w->tid, name ? name : "thread");
+		replay(&wr, w, 0);
+		replay(&wr, w, 1);
+		fibers_free(&wr);
+	}
+	if (fmt == RBT_JSON)
+		out_str(&wr, "\n]}\n");
+	flush_out(&wr, 1);
+	if (!wr.err && fflush(f))
+		wr.err = errno ? errno : EIO;
+out:
+	err = wr.err;
+	free(wr.used);
+	if (wr.block_names)
+		for (size_t i = 0; i <= tr->nlabels; i++)
+			free(wr.block_names[i]);
+	free(wr.block_names);
+	free(wr.gc);
+	rbp_pb_free(&wr.out);
+	rbp_pb_free(&wr.pk);
+	rbp_pb_free(&wr.te);
+	rbp_pb_free(&wr.da);
+	fibers_free(&wr);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,201 @@
+/*
+ * cmd_trace.c - `rbpeek trace -o FILE -- ruby app.rb`: run a Ruby program
+ * with the in-process tracer (ext/rbpeek, RbPeek::Trace) loaded from the
+ * start, and save everything it recorded when the program exits.
+ *
+ * Unlike record, this works from inside: the program gets
+ * RUBYOPT="-I<dir> -rrbpeek/trace/auto", which starts tracing and saves to
+ * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb).  <dir> is
+ * $RBPEEK_TRACE_LIB, else the ext/ directory next to this executable (the
+ * build tree's copy, built for the Ruby `make` found); without either the
+ * installed rbpeek gem is used.  We wait for the program, pass its exit
+ * status on, and check that the trace was written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static const char trace_usage[] =
+	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls] -- CMD ARGS...\n"
+	"\n"
+	"Run a Ruby program with rbpeek's in-process tracer and write every method call,\n"
+	"GC step and (Ruby 3.2+) GVL state of its run to FILE when it exits: a Perfetto\n"
+	"trace (open it in https://ui.perfetto.dev) or Chrome JSON (-f json).\n"
+	"\n"
+	"options:\n"
+	"  -o, --output FILE     where the trace goes (required)\n"
+	"  -f, --format FMT      perfetto (default) or json\n"
+	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
+	"                        when a thread records more, its oldest events are dropped\n"
+	"  --no-c-calls          leave C methods out (cheaper)\n"
+	"\n"
+	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
+	"ext/ directory, or the installed rbpeek gem.  rbpeek exits with the program's\n"
+	"status, or 10 when the trace was not written.\n";
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+/* The directory holding rbpeek/trace/auto.rb for -I, or NULL (the gem's). */
+static const char *find_lib(char *buf, size_t len)
+{
+	const char *env = getenv("RBPEEK_TRACE_LIB");
+	char exe[PATH_MAX], probe[PATH_MAX + 64];
+	ssize_t n;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	snprintf(probe, sizeof(probe), "%s/ext/rbpeek/trace/auto.rb", exe);
+	if (access(probe, R_OK))
+		return NULL;
+	if (snprintf(buf, len, "%.*s/ext", (int)(len > 5 ? len - 5 : 0), exe) >= (int)len)
+		return NULL;
+	return buf;
+}
+
+/* RUBYOPT plus our -I/-r, and the RBPEEK_TRACE_* settings. */
+static int set_env(const char *out, const char *fmt, const char *size, int no_c)
+{
+	char lib[PATH_MAX], opt[2 * PATH_MAX + 64];
+	const char *dir = find_lib(lib, sizeof(lib)), *old = getenv("RUBYOPT");
+
+	if (dir && strchr(dir, ' ')) {
+		fprintf(stderr, "rbpeek: error: the tracer's directory '%s' has a space, which RUBYOPT cannot carry\n", dir);
+		return -1;
+	}
+	snprintf(opt, sizeof(opt), "%s%s -rrbpeek/trace/auto%s%.*s", dir ? "-I" : "", dir ? dir : "",
+		 old && *old ? " " : "", PATH_MAX, old ? old : "");
+	if (setenv("RUBYOPT", opt, 1) || setenv("RBPEEK_TRACE_OUT", out, 1) ||
+	    setenv("RBPEEK_TRACE_FORMAT", fmt, 1) || (size && setenv("RBPEEK_TRACE_BUFFER", size, 1)) ||
+	    (no_c && setenv("RBPEEK_TRACE_C_CALLS", "0", 1)))
+		return -1;
+	return 0;
+}
+
+/* An absolute path for out (the program may change directory). */
+static int absolute(const char *out, char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+
+	if (out[0] == '/')
+		return snprintf(buf, len, "%s", out) >= (int)len ? -1 : 0;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -1;
+	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
+}
+
+static int run(char **cmd, const char *out)
+{
+	struct stat st;
+	int status, e = 0, fds[2];
+
+	if (pipe2(fds, O_CLOEXEC))
+		return EXIT_INTERNAL;
+	unlink(out);  /* so that a stale file is not taken for this run's trace */
+	fflush(NULL);
+	if ((child = fork()) < 0)
+		return EXIT_INTERNAL;
+	if (child == 0) {
+		close(fds[0]);
+		execvp(cmd[0], cmd);
+		e = errno;
+		if (write(fds[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(fds[1]);
+	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
+	signal(SIGTERM, forward);
+	signal(SIGHUP, forward);
+	if (read(fds[0], &e, sizeof(e)) == sizeof(e)) {
+		waitpid(child, NULL, 0);
+		fprintf(stderr, "rbpeek: error: cannot run '%s': %s\n", cmd[0], strerror(e));
+		return EXIT_USAGE;
+	}
+	close(fds[0]);
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return EXIT_INTERNAL;
+	if (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size) {
+		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
+			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
+			"(build it for that Ruby: gem install rbpeek, or set RBPEEK_TRACE_LIB)\n", out);
+		return EXIT_OUTPUT;
+	}
+	fprintf(stderr, "rbpeek: trace written to %s (%lld bytes)\n", out, (long long)st.st_size);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "buffer-size", required_argument, NULL, 'b' },
+		{ "no-c-calls", no_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *out = NULL, *fmt = "perfetto", *size = NULL;
+	char path[PATH_MAX];
+	int c, no_c = 0;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:f:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'f': fmt = optarg; break;
+		case 'b': size = optarg; break;
+		case 'C': no_c = 1; break;
+		case 'h': fputs(trace_usage, stdout); return 0;
+		case ':':
+			return cli_usage_error("trace", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("trace", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
+		return cli_usage_error("trace", "unknown format '%s' (perfetto or json)", fmt);
+	if (size) {
+		char *end;
+		unsigned long long n = strtoull(size, &end, 10);
+		if (*end || n < 16 || n > (1ull << 32))
+			return cli_usage_error("trace", "--buffer-size wants 16 .. 4294967296 events, not '%s'", size);
+	}
+	if (!out)
+		return cli_usage_error("trace", "give the output file with -o FILE");
+	if (optind >= argc)
+		return cli_usage_error("trace", "give the program to run after --, e.g. -- ruby app.rb");
+	if (absolute(out, path, sizeof(path)) || cli_check_writable(path)) {
+		fprintf(stderr, "rbpeek: error: cannot write '%s'\n", out);
+		return EXIT_OUTPUT;
+	}
+	if (set_env(path, fmt, size, no_c))
+		return EXIT_INTERNAL;
+	return run(argv + optind, path);
+}
