@@ -77,7 +77,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-build-tests: $(BIN) $(UNIT_BIN)
+build-tests: all $(UNIT_BIN)
 
 # Dependencies (apt packages, Ruby chroots) are installed by our own script,
 # idempotently; it does nothing when everything is present.
@@ -96,13 +96,14 @@ example: deps
 	@examples/run
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: $(BIN) $(BUILD)/bench_formats
+bench: all $(BUILD)/bench_formats
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
 	@bench/native.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@BUILD=$(BUILD) bench/trace/run.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)

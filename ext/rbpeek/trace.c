@@ -93,6 +93,7 @@ static struct {
 	uint64_t gen;
 	uint64_t cap;            /* records per ring (power of two) */
 	int c_calls, blocks, gc, gvl;
+	int null_hook;           /* benchmark: install a method hook that does nothing */
 	uint64_t reset_t;        /* time of the last reset (raw units) */
 	uint64_t cal_t;          /* calibration: raw time ... */
 	uint64_t cal_ns;         /* ... and CLOCK_MONOTONIC at start() */
@@ -318,10 +319,17 @@ static void on_call(VALUE data, rb_trace_arg_t *ta)
 	push(r, kind, intern(klass, sym));
 }
 
+/* Does nothing: the benchmark's measure of the VM's own cost per event. */
+static void on_call_null(VALUE data, rb_trace_arg_t *ta)
+{
+}
+
 /* The raw-argument hook as the type rb_add_event_hook2 declares. */
 static rb_event_hook_func_t on_call_fn(void)
 {
 	union { void (*raw)(VALUE, rb_trace_arg_t *); rb_event_hook_func_t f; } u = { .raw = on_call };
+	if (g.null_hook)
+		u.raw = on_call_null;
 	return u.f;
 }
 
@@ -387,7 +395,7 @@ static void install(void)
 
 static void uninstall(void)
 {
-	rb_remove_event_hook(on_call_fn());
+	rb_remove_event_hook(on_call_fn());  /* before g.null_hook changes */
 	rb_remove_event_hook(on_misc);
 	rb_remove_event_hook(on_gc);
 #ifdef RUBY_INTERNAL_THREAD_EVENT_READY
@@ -432,8 +440,13 @@ static const rb_data_type_t marker_type = {
 
 /* --- Ruby API -------------------------------------------------------------- */
 
-/* _start(buffer_size, c_calls, blocks, gc, gvl): the Ruby side checked types. */
-static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE gc, VALUE gvl)
+/*
+ * _start(buffer_size, c_calls, blocks, gc, gvl, null_hook): the Ruby side
+ * checked types; null_hook (for bench/trace) installs a method hook that
+ * records nothing.
+ */
+static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE gc, VALUE gvl,
+		     VALUE null_hook)
 {
 	uint64_t want = NUM2ULL(size), cap = 16;
 
@@ -451,6 +464,7 @@ static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE g
 	g.blocks = RTEST(blocks);
 	g.gc = RTEST(gc);
 	g.gvl = RTEST(gvl);
+	g.null_hook = RTEST(null_hook);
 	g.gen++;
 	time_pair(&g.cal_t, &g.cal_ns);
 	g.reset_t = g.cal_t;
@@ -482,6 +496,19 @@ static VALUE t_reset(VALUE mod)
 		if (r->gen == g.gen)
 			r->reset_head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	return Qnil;
+}
+
+/* ns per time stamp (rdtsc or clock_gettime), for bench/trace. */
+static VALUE t_clock_cost(VALUE mod)
+{
+	uint64_t a = mono_ns(), sum = 0;
+	const int n = 1000000;
+
+	for (int i = 0; i < n; i++)
+		sum += now();
+	uint64_t b = mono_ns();
+	__asm__ volatile("" : : "r"(sum));
+	return rb_float_new((double)(b - a) / n);
 }
 
 static VALUE t_running_p(VALUE mod)
@@ -727,7 +754,8 @@ __attribute__((visibility("default"))) void Init_trace_ext(void)
 	g.use_tsc = tsc_usable() && !getenv("RBPEEK_TRACE_NO_TSC");
 	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, NULL));
 	pthread_atfork(NULL, NULL, after_fork_child);
-	rb_define_module_function(mTrace, "_start", t_start, 5);
+	rb_define_module_function(mTrace, "_start", t_start, 6);
+	rb_define_module_function(mTrace, "_clock_cost", t_clock_cost, 0);
 	rb_define_module_function(mTrace, "_save", t_save, 2);
 	rb_define_module_function(mTrace, "stop", t_stop, 0);
 	rb_define_module_function(mTrace, "reset", t_reset, 0);

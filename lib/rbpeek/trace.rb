@@ -27,7 +27,7 @@ module RbPeek
     # block calls; gc: GC steps and phases; gvl: GVL states (Ruby 3.2+).
     # With a block: record while it runs, then stop; returns its value.
     def start(buffer_size: DEFAULT_BUFFER_SIZE, c_calls: true, blocks: false, gc: true, gvl: true)
-      _start(Integer(buffer_size), c_calls, blocks, gc, gvl)
+      _start(Integer(buffer_size), c_calls, blocks, gc, gvl, false)
       return true unless block_given?
 
       begin
