@@ -80,11 +80,12 @@ struct rbt_ring {
 /* The method table: (owner, id) -> small id, and back. */
 struct rbt_slot {
 	VALUE klass;             /* owner (Qnil: unknown) */
-	VALUE mid;               /* method name, a Symbol (Qnil: unknown) */
+	ID mid;                  /* method name (0: unknown); method names are immortal IDs */
 	uint64_t id;             /* 0: empty slot */
 };
 struct rbt_method {
-	VALUE klass, mid;        /* as in rbt_slot */
+	VALUE klass;             /* as in rbt_slot */
+	ID mid;
 };
 
 static struct {
@@ -159,7 +160,7 @@ static void time_pair(uint64_t *t, uint64_t *ns)
 
 /* --- the method table ------------------------------------------------ */
 
-static inline size_t slot_of(VALUE klass, VALUE mid)
+static inline size_t slot_of(VALUE klass, ID mid)
 {
 	uint64_t h = ((uint64_t)klass ^ ((uint64_t)mid << 24)) * 0x9E3779B97F4A7C15ull;
 	return (size_t)(h >> (64 - g.slot_bits));
@@ -187,7 +188,7 @@ static int slots_grow(void)
 	return 0;
 }
 
-static __attribute__((noinline)) uint64_t intern_slow(VALUE klass, VALUE mid)
+static __attribute__((noinline)) uint64_t intern_slow(VALUE klass, ID mid)
 {
 	if (g.nmethods >= RBT_MAX_METHODS)
 		return 0;
@@ -210,7 +211,7 @@ static __attribute__((noinline)) uint64_t intern_slow(VALUE klass, VALUE mid)
 	return id;
 }
 
-static inline uint64_t intern(VALUE klass, VALUE mid)
+static inline uint64_t intern(VALUE klass, ID mid)
 {
 	size_t m = ((size_t)1 << g.slot_bits) - 1;
 
@@ -304,9 +305,9 @@ static inline struct rbt_ring *ring(void)
 /* --- hooks --------------------------------------------------------------- */
 
 /*
- * Method events, with the raw argument: for Ruby methods the VM passes no
- * method id or class to plain hooks (both 0), rb_tracearg_* find them from
- * the frame (for returns an unwinding exception fires too).
+ * Ruby method (and block) events, with the raw argument: for them the VM
+ * passes no method id or class to plain hooks (both 0); rb_tracearg_* find
+ * them from the frame (also for the returns an unwinding exception fires).
  */
 static void on_call(VALUE data, rb_trace_arg_t *ta)
 {
@@ -316,11 +317,25 @@ static void on_call(VALUE data, rb_trace_arg_t *ta)
 		return;
 	unsigned kind = (unsigned)__builtin_ctz(rb_tracearg_event_flag(ta));
 	VALUE sym = rb_tracearg_method_id(ta), klass = rb_tracearg_defined_class(ta);
-	push(r, kind, intern(klass, sym));
+	push(r, kind, intern(klass, NIL_P(sym) ? 0 : SYM2ID(sym)));
+}
+
+/* C method events: the VM passes the method's id and owner; a plain hook is cheaper. */
+static void on_c_call(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+	struct rbt_ring *r = ring();
+
+	if (UNLIKELY(!r))
+		return;
+	push(r, (unsigned)__builtin_ctz(ev), intern(klass, mid));
 }
 
 /* Does nothing: the benchmark's measure of the VM's own cost per event. */
 static void on_call_null(VALUE data, rb_trace_arg_t *ta)
+{
+}
+
+static void on_c_call_null(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
 }
 
@@ -376,7 +391,8 @@ static void install(void)
 	rb_event_flag_t ev = RUBY_EVENT_CALL | RUBY_EVENT_RETURN;
 
 	if (g.c_calls)
-		ev |= RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN;
+		rb_add_event_hook(g.null_hook ? on_c_call_null : on_c_call,
+				  RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN, Qnil);
 	if (g.blocks)
 		ev |= RUBY_EVENT_B_CALL | RUBY_EVENT_B_RETURN;
 	rb_add_event_hook2(on_call_fn(), ev, Qnil, RUBY_EVENT_HOOK_FLAG_SAFE | RUBY_EVENT_HOOK_FLAG_RAW_ARG);
@@ -396,6 +412,8 @@ static void install(void)
 static void uninstall(void)
 {
 	rb_remove_event_hook(on_call_fn());  /* before g.null_hook changes */
+	rb_remove_event_hook(on_c_call);
+	rb_remove_event_hook(on_c_call_null);
 	rb_remove_event_hook(on_misc);
 	rb_remove_event_hook(on_gc);
 #ifdef RUBY_INTERNAL_THREAD_EVENT_READY
@@ -425,7 +443,6 @@ static void mark_all(void *p)
 {
 	for (size_t i = 0; i < g.nmethods; i++) {
 		rb_gc_mark(g.methods[i].klass);
-		rb_gc_mark(g.methods[i].mid);
 	}
 	for (struct rbt_ring *r = g.rings; r; r = r->next)
 		if (!NIL_P(r->thread))
@@ -589,7 +606,7 @@ static char *label_of(const struct rbt_method *m)
 		}
 		owner = rb_class_path(klass);
 	}
-	VALUE name = SYMBOL_P(m->mid) ? rb_sym2str(m->mid) : Qnil;
+	VALUE name = m->mid ? rb_id2str(m->mid) : Qnil;
 	VALUE s = NIL_P(owner) ? rb_str_new_cstr("") : rb_str_dup(owner);
 	if (!NIL_P(owner))
 		rb_str_cat_cstr(s, sep);
