@@ -22,6 +22,9 @@ LDFLAGS   += -fsanitize=address,undefined
 endif
 
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profile/*.c src/output/*.c))
+# The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
+# library so unit tests link them; the CLI does not use them.
+LIB_SRC   += ext/rbpeek/ktrace.c
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 
@@ -36,6 +39,15 @@ all: $(BIN)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The syscall-name table of this machine's architecture, generated from the
+# kernel headers (<asm/unistd.h>) by tools/gen-syscalls.sh.
+$(BUILD)/gen/rbk_syscalls.h: tools/gen-syscalls.sh
+	@mkdir -p $(dir $@)
+	tools/gen-syscalls.sh $@ "$(CC)"
+
+$(BUILD)/ext/rbpeek/ktrace.o: $(BUILD)/gen/rbk_syscalls.h
+$(BUILD)/ext/rbpeek/ktrace.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

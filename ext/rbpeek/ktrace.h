@@ -12,12 +12,15 @@
  * raw_syscalls:sys_exit, sched:sched_switch and sched:sched_wakeup, plus
  * perf's own context-switch records (attr.context_switch) for "switched in".
  * No eBPF: nothing to compile at build time, no clang, no libbpf.
- *   - Scope: one event per (thread, CPU, tracepoint), opened for every thread
- *     present at rbk_open, with attr.inherit + attr.inherit_thread so threads
- *     created later (by any traced thread) get copies; fork()ed children do not.
- *     Per-task events see only what their thread does, so no filter is needed;
- *     sched_wakeup is delivered to the woken thread's events by the kernel even
- *     when another process wakes it, which is why the events are per CPU.
+ *   - Scope: syscalls and switches: one event per (thread, CPU, tracepoint),
+ *     opened for every thread present at rbk_open, with attr.inherit +
+ *     attr.inherit_thread so threads created later (by any traced thread) get
+ *     copies; fork()ed children do not.  Per-task events see only what their
+ *     thread does, so no filter is needed.  Wakeups mostly happen in another
+ *     task's context (an interrupt, another process), where the kernel does
+ *     not sample per-task events, so sched_wakeup is one event per CPU with a
+ *     kernel filter on the woken tid ("pid==..."), refreshed from
+ *     /proc/self/task by rbk_update_threads.
  *   - Buffers: one ring per CPU (every event of that CPU is redirected into it
  *     with PERF_EVENT_IOC_SET_OUTPUT), mapped read-only with write_backward, so
  *     the kernel overwrites the oldest records and never stops or blocks.
@@ -53,7 +56,9 @@ enum rbk_kind {
 	RBK_SCHED_SWITCH_OUT,     /* the thread left the CPU; state says why */
 	RBK_SCHED_SWITCH_IN,      /* the thread started running on cpu */
 	RBK_SCHED_WAKEUP,         /* the thread became runnable; cpu = the CPU it
-	                             was queued on, nr_or_ret = the waker's tid */
+	                             was queued on, nr_or_ret = the tid running on
+	                             the waking CPU (the waker, or whatever task
+	                             an interrupt interrupted; 0 = idle) */
 };
 
 enum rbk_state {              /* for RBK_SCHED_SWITCH_OUT, else RBK_STATE_NONE */
@@ -92,6 +97,13 @@ int rbk_drain(struct rbk_trace *t, int (*cb)(void *ctx, const struct rbk_event *
 /* Forget what is buffered: the next rbk_drain starts here.  Cheap (one read
  * of each ring's head, no syscall); async-signal-safe. */
 void rbk_reset(struct rbk_trace *t);
+
+/* Tell the kernel streams about threads created since rbk_open (or the last
+ * call): their wakeups are recorded only from then on (their syscalls and
+ * switches are recorded from their start regardless).  Call it from a
+ * thread-start hook; rbk_drain calls it too.  Not async-signal-safe; 0 or
+ * -errno (-E2BIG: too many threads with scattered tids for the filter). */
+int rbk_update_threads(struct rbk_trace *t);
 
 /* Stop tracing, unmap the rings, close the fds, free t (NULL is fine). */
 void rbk_close(struct rbk_trace *t);
