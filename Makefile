@@ -79,15 +79,19 @@ example: deps
 	@examples/run
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: $(BIN) $(BUILD)/bench_formats
+bench: $(BIN) $(BUILD)/bench_formats $(BUILD)/bench_ktrace
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
 	@bench/native.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@$(BUILD)/bench_ktrace
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 clean:

@@ -191,8 +191,8 @@ static int load_tracepoints(struct rbk_trace *t, char *why, size_t why_len)
 	const char *dir;
 	int rc = find_tracefs(&dir, why, why_len);
 	if (rc) return rc;
-	static char text[8192];   /* open is serialized by the caller */
-	char p[256];
+	char p[256], *text = malloc(8192);
+	if (!text) return -ENOMEM;
 	for (int i = 0; i < NTP; i++) {
 		struct rbk_tp *tp = &t->tp[i];
 		*tp = tp_proto[i];
@@ -200,17 +200,18 @@ static int load_tracepoints(struct rbk_trace *t, char *why, size_t why_len)
 		snprintf(p, sizeof(p), "%s/events/%s/id", dir, tp->path);
 		rc = read_int_file(p, &id);
 		snprintf(p, sizeof(p), "%s/events/%s/format", dir, tp->path);
-		if (!rc) rc = read_text(p, text, sizeof(text));
+		if (!rc) rc = read_text(p, text, 8192);
 		for (int k = 0; k < 2 && !rc; k++)
 			if (tp->fname[k]) rc = parse_format(text, tp->fname[k], &tp->f[k]);
 		if (rc) {
 			snprintf(why, why_len, "kernel streams: tracepoint %s unusable (%s/events/%s: %s)",
 			         tp->path, dir, tp->path, strerror(-rc));
-			return rc;
+			break;
 		}
 		tp->id = (int)id;
 	}
-	return 0;
+	free(text);
+	return rc;
 }
 
 /* ---- opening events ------------------------------------------------------ */
@@ -229,7 +230,7 @@ static int push_int(int **v, size_t *n, size_t *cap, int x)
 }
 
 /* One event: of thread tid on cpu, or for TP_WAKEUP (tid -1) of the whole
- * CPU, created disabled until set_wake_filter narrows it to our threads. */
+ * CPU, created disabled until open_wakeup has narrowed it to our threads. */
 static int open_event(struct rbk_trace *t, int tp, pid_t tid, int cpu)
 {
 	struct perf_event_attr a;
@@ -288,7 +289,9 @@ static int open_thread(struct rbk_trace *t, pid_t tid, size_t bytes, char *why, 
 				char msg[128];
 				snprintf(msg, sizeof(msg), "perf_event_open: %s", strerror(-fd));
 				if (fd == -EACCES || fd == -EPERM) return check_privilege(why, why_len, msg);
-				snprintf(why, why_len, "kernel streams: %s", msg);
+				snprintf(why, why_len, "kernel streams: %s%s", msg, fd != -EMFILE ? "" :
+				         " (3 per CPU per thread present at open: start tracing before "
+				         "threads are created, or raise RLIMIT_NOFILE)");
 				return fd;
 			}
 			if ((rc = push_int(&t->fds, &t->nfds, &t->capfds, fd))) { close(fd); return rc; }
@@ -547,17 +550,22 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* "pid==5||(pid>=7&&pid<=9)" for the sorted tids; -E2BIG past the kernel's
- * limit (hundreds of threads with scattered tids). */
+/* "pid==5||(pid>=7&&pid<=9)" for the sorted tids.  Past the kernel's limit
+ * (hundreds of threads with scattered tids) it keeps the runs that fit and
+ * returns -E2BIG. */
 static int build_filter(char *f, size_t len, const int *tids, size_t n)
 {
 	size_t at = 0;
+	f[0] = 0;
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 		while (j + 1 < n && tids[j + 1] == tids[j] + 1) j++;
 		int w = j == i ? snprintf(f + at, len - at, "%spid==%d", at ? "||" : "", tids[i])
 		               : snprintf(f + at, len - at, "%s(pid>=%d&&pid<=%d)", at ? "||" : "", tids[i], tids[j]);
-		if (w < 0 || (size_t)w >= len - at) return -E2BIG;
+		if (w < 0 || (size_t)w >= len - at) {
+			f[at] = 0;
+			return at ? -E2BIG : -ESRCH;
+		}
 		at += (size_t)w;
 		i = j + 1;
 	}
@@ -588,7 +596,7 @@ static int open_wakeup(struct rbk_trace *t, int cpu, const char *filter)
 
 int rbk_update_threads(struct rbk_trace *t)
 {
-	int *tids = NULL, rc = 0;
+	int *tids = NULL, rc = 0, big = 0;
 	size_t n = 0, cap = 0;
 	DIR *d = opendir("/proc/self/task");
 	if (!d) return -errno;
@@ -600,17 +608,18 @@ int rbk_update_threads(struct rbk_trace *t)
 	if (!rc) {
 		qsort(tids, n, sizeof(*tids), cmp_int);
 		rc = build_filter(f, RBK_FILTER_MAX, tids, n);
+		if (rc == -E2BIG) big = rc, rc = 0;     /* the threads that fit */
 	}
 	free(tids);
 	if (rc || (t->filter && !strcmp(t->filter, f))) {   /* same threads: nothing to do */
 		free(f);
-		return rc;
+		return rc ? rc : big;
 	}
 	for (int c = 0; !rc && c < t->ncpu; c++)
 		if (t->rings[c].fd >= 0) rc = open_wakeup(t, c, f);
 	free(t->filter);
 	t->filter = f;
-	return rc;
+	return rc ? rc : big;
 }
 
 int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t why_len)
@@ -639,8 +648,11 @@ int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t 
 			rc = -EAGAIN;
 		}
 	}
-	if (!rc && (rc = rbk_update_threads(t)))
-		snprintf(why, why_len, "kernel streams: sched_wakeup events: %s", strerror(-rc));
+	if (!rc) {
+		rc = rbk_update_threads(t);
+		if (rc == -E2BIG) rc = 0;   /* some threads' wakeups are missing; see ktrace.h */
+		else if (rc) snprintf(why, why_len, "kernel streams: sched_wakeup events: %s", strerror(-rc));
+	}
 	if (rc) {
 		rbk_close(t);
 		return rc;

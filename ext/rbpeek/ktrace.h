@@ -102,7 +102,9 @@ void rbk_reset(struct rbk_trace *t);
  * call): their wakeups are recorded only from then on (their syscalls and
  * switches are recorded from their start regardless).  Call it from a
  * thread-start hook; rbk_drain calls it too.  Not async-signal-safe; 0 or
- * -errno (-E2BIG: too many threads with scattered tids for the filter). */
+ * -errno.  -E2BIG: too many threads with scattered tids for the kernel's
+ * one-page filter; the threads that fit are covered, the others' wakeups
+ * are not recorded (their syscalls and switches still are). */
 int rbk_update_threads(struct rbk_trace *t);
 
 /* Stop tracing, unmap the rings, close the fds, free t (NULL is fine). */
