@@ -22,6 +22,9 @@
  * announced by a FORK record (opening an inherited thread again would
  * double its events).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* syscall(), O_CLOEXEC; builds outside our Makefile too */
+#endif
 #include "ktrace.h"
 
 #include <dirent.h>
