@@ -23,6 +23,9 @@ LDFLAGS   += -fsanitize=address,undefined
 endif
 
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profile/*.c src/output/*.c))
+# The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
+# library so unit tests link them; the CLI does not use them.
+LIB_SRC   += ext/rbpeek/ktrace.c
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 
@@ -66,6 +69,15 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The syscall-name table of this machine's architecture, generated from the
+# kernel headers (<asm/unistd.h>) by tools/gen-syscalls.sh.
+$(BUILD)/gen/rbk_syscalls.h: tools/gen-syscalls.sh
+	@mkdir -p $(dir $@)
+	tools/gen-syscalls.sh $@ "$(CC)"
+
+$(BUILD)/ext/rbpeek/ktrace.o: $(BUILD)/gen/rbk_syscalls.h
+$(BUILD)/ext/rbpeek/ktrace.o: CPPFLAGS += -I$(BUILD)/gen
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -96,16 +108,20 @@ example: deps
 	@examples/run
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
 	@bench/native.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 clean:

@@ -1,0 +1,123 @@
+/*
+ * ktrace.h - the kernel streams of the in-process tracer: every syscall of
+ * this process (enter/exit, so name and duration) and the scheduler state of
+ * each of its threads (switched out as runnable/sleeping/blocked, switched in
+ * on a CPU, woken up), recorded by the kernel into bounded ring buffers that
+ * keep the newest events (a flight recorder), read on demand.
+ *
+ * Plain C11 + Linux headers, no Ruby headers: it runs inside the traced
+ * process and is linked into the Ruby extension and into the unit test.
+ *
+ * Mechanism: perf_event_open(2) on the tracepoints raw_syscalls:sys_enter,
+ * raw_syscalls:sys_exit, sched:sched_switch and sched:sched_wakeup, plus
+ * perf's own context-switch records (attr.context_switch) for "switched in".
+ * No eBPF: nothing to compile at build time, no clang, no libbpf.
+ *   - Scope: syscalls and switches: one event per (thread, CPU, tracepoint),
+ *     opened for every thread present at rbk_open, with attr.inherit +
+ *     attr.inherit_thread so threads created later (by any traced thread) get
+ *     copies; fork()ed children do not.  Per-task events see only what their
+ *     thread does, so no filter is needed.  Wakeups mostly happen in another
+ *     task's context (an interrupt, another process), where the kernel does
+ *     not sample per-task events, so sched_wakeup is one event per CPU with a
+ *     kernel filter on the woken tid ("pid==..."), refreshed from
+ *     /proc/self/task by rbk_update_threads.
+ *   - Buffers: one ring per CPU (every event of that CPU is redirected into it
+ *     with PERF_EVENT_IOC_SET_OUTPUT), mapped read-only with write_backward, so
+ *     the kernel overwrites the oldest records and never stops or blocks.
+ *     rbk_drain pauses a ring for the time of one memcpy, so tracing goes on.
+ *   - Time: use_clockid=1 with CLOCK_MONOTONIC, the clock the Ruby side of
+ *     the tracer calibrates its cycle counter against.
+ *   - Payload layout: field offsets are read from each tracepoint's `format`
+ *     file in tracefs at open time, never hard-coded.  tracefs is looked for
+ *     at /sys/kernel/tracing and /sys/kernel/debug/tracing; when neither is
+ *     mounted and the process is root, rbk_open mounts it at
+ *     /sys/kernel/tracing (a visible side effect, documented).
+ *
+ * Privilege: tracepoint samples with raw data need CAP_PERFMON (or
+ * CAP_SYS_ADMIN, i.e. root) unless kernel.perf_event_paranoid is -1.
+ * Without it rbk_open returns -EACCES and a one-line reason naming what is
+ * missing; nothing else in the process is affected.
+ *
+ * Threads: the rbk_* calls must not run concurrently on one handle (the
+ * caller serializes them).  After fork() the child must only rbk_close the
+ * inherited handle (rbk_drain there returns -ECHILD).
+ *
+ * Costs (docs/trace-kernel.md, bench/bench_ktrace.c): roughly 0.35-1 us per
+ * event on the development VM (2 events per syscall); file descriptors:
+ * 3 per CPU per thread present at rbk_open, plus 1 per CPU; memory: one
+ * ring of bytes_per_buffer per CPU.
+ */
+#ifndef RBK_KTRACE_H
+#define RBK_KTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rbk_trace;   /* opaque: fds, rings, tracepoint field offsets */
+
+enum rbk_kind {
+	RBK_SYS_ENTER = 1,        /* nr_or_ret = syscall number */
+	RBK_SYS_EXIT,             /* nr_or_ret = return value (-errno on failure) */
+	RBK_SCHED_SWITCH_OUT,     /* the thread left the CPU; state says why */
+	RBK_SCHED_SWITCH_IN,      /* the thread started running on cpu */
+	RBK_SCHED_WAKEUP,         /* the thread became runnable; cpu = the CPU it
+	                             was queued on, nr_or_ret = the tid running on
+	                             the waking CPU (the waker, or whatever task
+	                             an interrupt interrupted; 0 = idle) */
+};
+
+enum rbk_state {              /* for RBK_SCHED_SWITCH_OUT, else RBK_STATE_NONE */
+	RBK_STATE_NONE = 0,
+	RBK_RUNNABLE,             /* preempted or yielded: still wants the CPU */
+	RBK_SLEEPING,             /* interruptible wait (S): futex, poll, nanosleep... */
+	RBK_BLOCKED,              /* uninterruptible wait (D): disk I/O, page fault... */
+	RBK_STOPPED,              /* stopped or ptrace-stopped (T, t) */
+	RBK_DEAD,                 /* exiting (X, Z) */
+};
+
+struct rbk_event {
+	uint64_t ts_ns;     /* CLOCK_MONOTONIC, nanoseconds */
+	int32_t  tid;       /* the thread the event is about */
+	int32_t  cpu;       /* CPU it happened on (wakeup: the target CPU) */
+	uint16_t kind;      /* enum rbk_kind */
+	uint16_t state;     /* enum rbk_state */
+	int64_t  nr_or_ret; /* see enum rbk_kind */
+};
+
+/* Start the kernel streams for the current process: all its threads, present
+ * and future.  bytes_per_buffer is the size of each per-CPU ring (rounded up
+ * to a power of two pages; 0 means 1 MiB; about 100 bytes per event).
+ * Returns 0 and *out, or -errno and a one-line reason in why (e.g. "kernel
+ * streams need CAP_PERFMON or root, or kernel.perf_event_paranoid=-1 (it is
+ * 2); this process has none").  Not async-signal-safe. */
+int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t why_len);
+
+/* Call cb for every buffered event since the last rbk_reset (or open), in
+ * timestamp order across all rings.  cb returning nonzero stops the walk and
+ * that value is returned; otherwise returns 0, or -errno (-ENOMEM, -ECHILD
+ * after fork).  Tracing continues; events recorded while a ring is being
+ * copied (microseconds) may be lost.  Allocates a scratch buffer. */
+int rbk_drain(struct rbk_trace *t, int (*cb)(void *ctx, const struct rbk_event *ev), void *ctx);
+
+/* Forget what is buffered: the next rbk_drain starts here.  Cheap (one read
+ * of each ring's head, no syscall); async-signal-safe. */
+void rbk_reset(struct rbk_trace *t);
+
+/* Tell the kernel streams about threads created since rbk_open (or the last
+ * call): their wakeups are recorded only from then on (their syscalls and
+ * switches are recorded from their start regardless).  Call it from a
+ * thread-start hook; rbk_drain calls it too.  Not async-signal-safe; 0 or
+ * -errno.  -E2BIG: too many threads with scattered tids for the kernel's
+ * one-page filter; the threads that fit are covered, the others' wakeups
+ * are not recorded (their syscalls and switches still are). */
+int rbk_update_threads(struct rbk_trace *t);
+
+/* Stop tracing, unmap the rings, close the fds, free t (NULL is fine). */
+void rbk_close(struct rbk_trace *t);
+
+/* The syscall's name for this machine's architecture ("read", "futex"...),
+ * or NULL when the number is unknown.  The table is generated at build time
+ * from the kernel headers by tools/gen-syscalls.sh. */
+const char *rbk_syscall_name(long nr);
+
+#endif
