@@ -45,7 +45,8 @@ RUBY      ?= ruby
 RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
 EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
-EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c ext/rbpeek/ktrace.c \
+             src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
 EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 
 ext:
@@ -56,9 +57,9 @@ ext:
 		$(MAKE) --no-print-directory RUBY_HDR="$$1" RUBY_ARCHHDR="$$2" RUBY_LIBDIR="$$3" RUBY_LIBARG="$$4" $(EXT_SO) $(EXT_LIB); \
 	fi
 
-$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h src/util/pb.h src/util/gz.h
+$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/util/gz.h $(BUILD)/gen/rbk_syscalls.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
+	$(CC) $(CPPFLAGS) -I$(BUILD)/gen -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
 		-o $@ $(EXT_SRC) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
 
 $(EXT_DIR)/%.rb: lib/%.rb

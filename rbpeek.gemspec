@@ -15,7 +15,7 @@ Gem::Specification.new do |s|
   s.homepage = "https://example.invalid/rbpeek"
   s.required_ruby_version = ">= 2.7"
   s.files = Dir.chdir(__dir__) do
-    Dir["lib/**/*.rb", "ext/rbpeek/*.{c,h,rb}"] - Dir["ext/rbpeek/ktrace*"] +
+    Dir["lib/**/*.rb", "ext/rbpeek/*.{c,h,rb}"] + %w[tools/gen-syscalls.sh] +
       %w[hmap.c hmap.h json.c json.h utf8.c utf8.h vec.c vec.h err.h gz.h pb.h].map { |f| "src/util/#{f}" } +
       %w[LICENSE README.md docs/trace.md]
   end

@@ -63,7 +63,7 @@ MODES = {
   end,
   "empty C hook (VM floor)" => lambda do
     # the same hook installation with a callback that does nothing
-    RbPeek::Trace._start(1 << 10, true, false, false, false, true)
+    RbPeek::Trace._start(1 << 10, true, false, false, false, false, true)
     t = timed { fib(N) }
     RbPeek::Trace.stop
     t

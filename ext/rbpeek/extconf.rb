@@ -11,9 +11,22 @@ abort "rbpeek: #{util} is missing (broken gem or checkout)" unless File.director
 abort "rbpeek: zlib.h not found (install zlib headers, e.g. zlib1g-dev)" unless have_header("zlib.h")
 abort "rbpeek: the tracer needs Linux" unless RUBY_PLATFORM.include?("linux")
 
-$INCFLAGS << " -I#{File.join(root, 'src')}"
+# The syscall-name table for ktrace.c, generated from this machine's kernel
+# headers (<asm/unistd.h>, Debian: linux-libc-dev) into the build directory.
+gen = File.join(root, "tools", "gen-syscalls.sh")
+unless system("sh", gen, File.join(Dir.pwd, "rbk_syscalls.h"), RbConfig::CONFIG["CC"].split.first || "cc")
+  abort "rbpeek: #{gen} failed (are the kernel headers, linux-libc-dev, installed?)"
+end
+
+$INCFLAGS << " -I#{File.join(root, 'src')} -I#{Dir.pwd}"
 $CFLAGS << " -std=gnu11 -O2 -Wall -Wno-unused-parameter"
 $CPPFLAGS << " -D_GNU_SOURCE"
 $VPATH << util
-$srcs = %w[trace.c trace_write.c hmap.c json.c utf8.c vec.c]
+# The kernel streams need perf_event_attr.inherit_thread (Linux 5.13 headers);
+# older headers get nokernel.c, and traces without syscalls.
+kernel = checking_for("struct perf_event_attr.inherit_thread in linux/perf_event.h") do
+  try_compile("#include <linux/perf_event.h>\nint main(void) { struct perf_event_attr a = {0}; a.inherit_thread = 1; return (int)a.inherit_thread; }")
+end
+warn "rbpeek: kernel headers too old for the kernel streams; building without them" unless kernel
+$srcs = %w[trace.c trace_write.c hmap.c json.c utf8.c vec.c] + [kernel ? "ktrace.c" : "nokernel.c"]
 create_makefile("rbpeek/trace_ext")

@@ -55,6 +55,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "ktrace.h"
 #include "trace.h"
 
 #define RBT_MAX_METHODS (1u << 22)  /* beyond: id 0, "(unknown)" */
@@ -95,6 +96,8 @@ static struct {
 	uint64_t cap;            /* records per ring (power of two) */
 	int c_calls, blocks, gc, gvl;
 	int null_hook;           /* benchmark: install a method hook that does nothing */
+	struct rbk_trace *kt;    /* kernel streams (syscalls, scheduler), or NULL */
+	char kt_why[256];        /* why they are off ("" when on or not asked for) */
 	uint64_t reset_t;        /* time of the last reset (raw units) */
 	uint64_t cal_t;          /* calibration: raw time ... */
 	uint64_t cal_ns;         /* ... and CLOCK_MONOTONIC at start() */
@@ -149,13 +152,23 @@ static int tsc_usable(void)
 #endif
 }
 
-/* A (raw time, CLOCK_MONOTONIC) pair read as close together as we can. */
+/*
+ * A (raw time, CLOCK_MONOTONIC) pair read as close together as we can: the
+ * tightest of a few tries (a preemption between the reads would put the
+ * whole trace off by its length).
+ */
 static void time_pair(uint64_t *t, uint64_t *ns)
 {
-	uint64_t a = now();
-	*ns = mono_ns();
-	uint64_t b = now();
-	*t = a + (b - a) / 2;
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 16; i++) {
+		uint64_t a = now(), m = mono_ns(), b = now();
+		if (b - a < best) {
+			best = b - a;
+			*t = a + (b - a) / 2;
+			*ns = m;
+		}
+	}
 }
 
 /* --- the method table ------------------------------------------------ */
@@ -435,6 +448,9 @@ static void after_fork_child(void)
 		}
 	g.gen++;  /* the forking thread re-attaches: new tid, empty ring */
 	prune_dead();
+	rbk_close(g.kt);  /* the parent's kernel streams; the child has none */
+	g.kt = NULL;
+	snprintf(g.kt_why, sizeof(g.kt_why), "kernel streams are not inherited by a forked child");
 }
 
 /* --- GC marking: the classes of the method table and the threads -------- */
@@ -457,14 +473,29 @@ static const rb_data_type_t marker_type = {
 
 /* --- Ruby API -------------------------------------------------------------- */
 
-/*
- * _start(buffer_size, c_calls, blocks, gc, gvl, null_hook): the Ruby side
- * checked types; null_hook (for bench/trace) installs a method hook that
- * records nothing.
- */
-static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE gc, VALUE gvl,
-		     VALUE null_hook)
+/* Open the kernel streams; without the privilege warn once and go on. */
+static void kernel_open(void)
 {
+	int rc = rbk_open(&g.kt, 0, g.kt_why, sizeof(g.kt_why));
+
+	if (rc) {
+		g.kt = NULL;
+		if (!*g.kt_why)
+			snprintf(g.kt_why, sizeof(g.kt_why), "kernel streams: %s", strerror(-rc));
+		rb_warn("rbpeek: no syscalls or scheduler states in the trace: %s", g.kt_why);
+	}
+}
+
+/*
+ * _start(buffer_size, c_calls, blocks, gc, gvl, kernel, null_hook): the
+ * Ruby side checked types; null_hook (for bench/trace) installs a method
+ * hook that records nothing.
+ */
+static VALUE t_start(int argc, VALUE *argv, VALUE mod)
+{
+	VALUE size, c_calls, blocks, gc, gvl, kernel, null_hook;
+
+	rb_scan_args(argc, argv, "7", &size, &c_calls, &blocks, &gc, &gvl, &kernel, &null_hook);
 	uint64_t want = NUM2ULL(size), cap = 16;
 
 	if (g.running)
@@ -482,6 +513,9 @@ static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE g
 	g.gc = RTEST(gc);
 	g.gvl = RTEST(gvl);
 	g.null_hook = RTEST(null_hook);
+	g.kt_why[0] = 0;
+	if (RTEST(kernel))
+		kernel_open();
 	g.gen++;
 	time_pair(&g.cal_t, &g.cal_ns);
 	g.reset_t = g.cal_t;
@@ -490,6 +524,8 @@ static VALUE t_start(VALUE mod, VALUE size, VALUE c_calls, VALUE blocks, VALUE g
 	if (!ring()) {
 		g.running = 0;
 		uninstall();
+		rbk_close(g.kt);
+		g.kt = NULL;
 		rb_raise(rb_eNoMemError, "RbPeek::Trace: cannot allocate a %llu-event buffer",
 			 (unsigned long long)cap);
 	}
@@ -502,6 +538,8 @@ static VALUE t_stop(VALUE mod)
 		return Qfalse;
 	uninstall();
 	g.running = 0;
+	rbk_close(g.kt);
+	g.kt = NULL;
 	return Qtrue;
 }
 
@@ -509,6 +547,8 @@ static VALUE t_stop(VALUE mod)
 static VALUE t_reset(VALUE mod)
 {
 	g.reset_t = now();
+	if (g.kt)
+		rbk_reset(g.kt);
 	for (struct rbt_ring *r = g.rings; r; r = r->next)
 		if (r->gen == g.gen)
 			r->reset_head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
@@ -553,6 +593,7 @@ static VALUE t_stats(VALUE mod)
 	rb_hash_aset(h, ID2SYM(rb_intern("events")), ULL2NUM(events));
 	rb_hash_aset(h, ID2SYM(rb_intern("lost")), ULL2NUM(lost));
 	rb_hash_aset(h, ID2SYM(rb_intern("tsc")), g.use_tsc ? Qtrue : Qfalse);
+	rb_hash_aset(h, ID2SYM(rb_intern("kernel")), g.kt ? Qtrue : *g.kt_why ? rb_str_new_cstr(g.kt_why) : Qfalse);
 	return h;
 }
 
@@ -567,7 +608,59 @@ struct save {
 	char **names;            /* thread names, per window */
 	char *process_name;
 	FILE *f;
+	struct rbk_event *kev;   /* drained kernel events */
+	size_t nkev, capkev;
 };
+
+static int add_kev(void *ctx, const struct rbk_event *ev)
+{
+	struct save *s = ctx;
+
+	if (s->nkev == s->capkev) {
+		size_t ncap = s->capkev ? s->capkev * 2 : 4096;
+		struct rbk_event *n = realloc(s->kev, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->kev = n;
+		s->capkev = ncap;
+	}
+	s->kev[s->nkev++] = *ev;
+	return 0;
+}
+
+/* Threads the kernel saw that have no ring (Ruby's timer thread, native threads). */
+static size_t kernel_only_tids(const struct save *s, pid_t *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nkev && n < max; i++) {
+		pid_t tid = s->kev[i].tid;
+		int known = 0;
+		for (struct rbt_ring *r = g.rings; r && !known; r = r->next)
+			known = r->gen == g.gen && r->recs && r->tid == tid;
+		for (size_t j = 0; j < n && !known; j++)
+			known = out[j] == tid;
+		if (!known)
+			out[n++] = tid;
+	}
+	return n;
+}
+
+static char *comm_of(pid_t tid)
+{
+	char path[64], buf[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	if (!(f = fopen(path, "r")))
+		return NULL;
+	char *line = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!line)
+		return NULL;
+	buf[strcspn(buf, "\n")] = 0;
+	return strdup(buf);
+}
 
 static char *str_dup(VALUE s)
 {
@@ -680,10 +773,17 @@ static VALUE save_body(VALUE arg)
 		}
 		ns_per_t = (double)(ns - g.cal_ns) / (double)(t - g.cal_t);
 	}
+	if (g.kt) {
+		int rc = rbk_drain(g.kt, add_kev, s);
+		if (rc)
+			rb_warn("rbpeek: kernel events not read: %s", strerror(-rc));
+	}
+	pid_t extra[256];
+	size_t nextra = kernel_only_tids(s, extra, sizeof(extra) / sizeof(extra[0]));
 	for (struct rbt_ring *r = g.rings; r; r = r->next)
 		nring += r->gen == g.gen && r->recs;
-	s->tr.threads = calloc(nring ? nring : 1, sizeof(*s->tr.threads));
-	s->names = calloc(nring ? nring : 1, sizeof(char *));
+	s->tr.threads = calloc(nring + nextra + 1, sizeof(*s->tr.threads));
+	s->names = calloc(nring + nextra + 1, sizeof(char *));
 	if (!s->tr.threads || !s->names)
 		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
 	for (struct rbt_ring *r = g.rings; r && k < nring; r = r->next) {
@@ -703,6 +803,16 @@ static VALUE save_body(VALUE arg)
 		s->tr.threads[k].name = s->names[k];
 		k++;
 	}
+	for (size_t i = 0; i < nextra; i++) {
+		struct rbt_thread_window *w = &s->tr.threads[s->tr.nthreads];
+		if (!(w->recs = malloc(sizeof(*w->recs))))
+			rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
+		w->tid = extra[i];
+		w->name = s->names[s->tr.nthreads] = comm_of(extra[i]);
+		s->tr.nthreads++;
+	}
+	s->tr.kev = s->kev;
+	s->tr.nkev = s->nkev;
 	if (make_labels(s))
 		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
 	s->process_name = str_dup(rb_gv_get("$0"));
@@ -747,6 +857,7 @@ static VALUE save_cleanup(VALUE arg)
 			free(s->labels[i]);
 	free(s->labels);
 	free(s->process_name);
+	free(s->kev);
 	return Qnil;
 }
 
@@ -771,7 +882,7 @@ __attribute__((visibility("default"))) void Init_trace_ext(void)
 	g.use_tsc = tsc_usable() && !getenv("RBPEEK_TRACE_NO_TSC");
 	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, NULL));
 	pthread_atfork(NULL, NULL, after_fork_child);
-	rb_define_module_function(mTrace, "_start", t_start, 6);
+	rb_define_module_function(mTrace, "_start", t_start, -1);
 	rb_define_module_function(mTrace, "_clock_cost", t_clock_cost, 0);
 	rb_define_module_function(mTrace, "_save", t_save, 2);
 	rb_define_module_function(mTrace, "stop", t_stop, 0);

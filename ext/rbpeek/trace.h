@@ -6,7 +6,8 @@
  * word holding a kind (the low 8 bits) and an argument (an interned method
  * id, a fiber key).  At save time trace.c copies the window of every
  * thread's ring, turns the method ids into labels, converts timestamps to
- * CLOCK_MONOTONIC nanoseconds and hands the lot to rbt_write(), which
+ * CLOCK_MONOTONIC nanoseconds, adds the kernel streams' events (already
+ * CLOCK_MONOTONIC, ktrace.h) and hands the lot to rbt_write(), which
  * rebuilds balanced slices per track and writes Perfetto protobuf or Chrome
  * JSON.  Nothing here touches Ruby objects, so the writer runs without
  * caring about the GC.
@@ -63,6 +64,8 @@ struct rbt_thread_window {
 	size_t n;
 };
 
+struct rbk_event;  /* ktrace.h */
+
 /* Everything rbt_write() needs. */
 struct rbt_trace {
 	pid_t pid;
@@ -72,6 +75,8 @@ struct rbt_trace {
 	size_t nthreads;
 	const char *const *labels;       /* method id -> "Klass#meth" (NULL: unknown) */
 	size_t nlabels;
+	const struct rbk_event *kev;     /* kernel events (syscalls, scheduler), time order */
+	size_t nkev;
 };
 
 enum rbt_format { RBT_PERFETTO, RBT_JSON };

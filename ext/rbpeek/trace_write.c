@@ -35,24 +35,32 @@
 #include <string.h>
 #include <time.h>
 
+#include "ktrace.h"
 #include "trace.h"
 #include "util/hmap.h"
 #include "util/json.h"
 #include "util/pb.h"
 #include "util/vec.h"
 
-/* Fixed event names; iids NAME_* + 1.  Method labels follow, then blocks. */
+/*
+ * Fixed event names; iids N_* + 1.  Then method labels, block labels
+ * ("block in ..."), syscall names (by number) and "running on CPU n".
+ */
 enum {
 	N_UNKNOWN, N_GC, N_GC_MARK, N_GC_SWEEP, N_GC_MARKING, N_GC_SWEEPING,
-	N_GVL_WAIT, N_GVL_RUN, N_GVL_RELEASED, N_LOST, NFIXED
+	N_GVL_WAIT, N_GVL_RUN, N_GVL_RELEASED, N_LOST,
+	N_RUNNABLE, N_SLEEPING, N_BLOCKED, N_STOPPED, N_DEAD, N_SWITCHED_OUT, NFIXED
 };
 static const char *const fixed_names[NFIXED] = {
 	"(unknown)", "GC", "GC mark", "GC sweep", "GC marking", "GC sweeping",
 	"waiting for GVL", "running", "released GVL", "events lost (ring overflow)",
+	"runnable", "sleeping", "blocked (uninterruptible)", "stopped", "exiting", "switched out",
 };
+#define NSYS 1024   /* syscall numbers with a name slot */
+#define NCPU 1024   /* CPUs with a "running on CPU n" slot */
 
 enum { EV_BEGIN = 1, EV_END = 2, EV_INSTANT = 3 };  /* TrackEvent.Type */
-enum { F_METHOD, F_CFUNC, F_BLOCK, F_GC };          /* frame kinds */
+enum { F_METHOD, F_CFUNC, F_BLOCK, F_GC, F_SYSCALL }; /* frame kinds */
 
 struct frame {
 	uint8_t kind;
@@ -90,12 +98,14 @@ struct writer {
 	uint8_t *used;                    /* iid -> used */
 	size_t niids;
 	char **block_names;               /* "block in X", made on demand */
+	char *num_names[NSYS + NCPU];     /* "syscall N", "running on CPU n" */
+	size_t *kidx;                     /* kernel events by (tid, time) */
 	struct gc_mark *gc;
 	size_t ngc, capgc;
 	int first_json;
 	/* the thread being replayed */
 	const struct rbt_thread_window *w;
-	struct track thread_tr, gvl_tr;
+	struct track thread_tr, gvl_tr, sched_tr;
 	struct fiber *fibers;
 	size_t nfibers, capfibers;
 	struct rbp_hmap fiber_idx;        /* key -> index + 1 */
@@ -113,6 +123,31 @@ static uint64_t block_iid(const struct writer *wr, uint64_t id)
 	return NFIXED + wr->tr->nlabels + id + 1;
 }
 
+static uint64_t sys_iid(const struct writer *wr, int64_t nr)
+{
+	return NFIXED + 2 * wr->tr->nlabels + 2 + (nr >= 0 && nr < NSYS ? (uint64_t)nr : NSYS - 1);
+}
+
+static uint64_t cpu_iid(const struct writer *wr, int cpu)
+{
+	return NFIXED + 2 * wr->tr->nlabels + 2 + NSYS + (cpu >= 0 && cpu < NCPU ? (uint64_t)cpu : NCPU - 1);
+}
+
+/* Name j of the numbered ranges: syscall j, or CPU j - NSYS. */
+static const char *num_name(struct writer *wr, uint64_t j)
+{
+	const char *n;
+
+	if (j >= NSYS + NCPU)
+		return fixed_names[N_UNKNOWN];
+	if (j < NSYS && (n = rbk_syscall_name((long)j)))
+		return n;
+	if (!wr->num_names[j] && (wr->num_names[j] = malloc(32)))
+		snprintf(wr->num_names[j], 32, j < NSYS ? "syscall %u" : "running on CPU %u",
+			 (unsigned)(j < NSYS ? j : j - NSYS));
+	return wr->num_names[j] ? wr->num_names[j] : fixed_names[N_UNKNOWN];
+}
+
 static const char *name_of(struct writer *wr, uint64_t iid)
 {
 	uint64_t i = iid - 1;
@@ -123,6 +158,8 @@ static const char *name_of(struct writer *wr, uint64_t iid)
 	if (i < wr->tr->nlabels)
 		return wr->tr->labels[i] ? wr->tr->labels[i] : fixed_names[N_UNKNOWN];
 	i -= wr->tr->nlabels;
+	if (i > wr->tr->nlabels)
+		return num_name(wr, i - wr->tr->nlabels - 1);
 	if (!wr->block_names[i]) {
 		const char *l = i && i < wr->tr->nlabels && wr->tr->labels[i] ? wr->tr->labels[i] : NULL;
 		size_t len = l ? strlen(l) + 10 : 8;
@@ -521,6 +558,79 @@ static void gvl_event(struct writer *wr, unsigned k, uint64_t ts, int *open)
 	*open = 1;
 }
 
+/* The scheduler state a kernel event puts the thread in (an iid). */
+static uint64_t sched_iid(const struct writer *wr, const struct rbk_event *ev)
+{
+	static const int of_state[] = {
+		[RBK_STATE_NONE] = N_SWITCHED_OUT, [RBK_RUNNABLE] = N_RUNNABLE, [RBK_SLEEPING] = N_SLEEPING,
+		[RBK_BLOCKED] = N_BLOCKED, [RBK_STOPPED] = N_STOPPED, [RBK_DEAD] = N_DEAD,
+	};
+
+	if (ev->kind == RBK_SCHED_SWITCH_IN)
+		return cpu_iid(wr, ev->cpu);
+	if (ev->kind == RBK_SCHED_WAKEUP)
+		return N_RUNNABLE + 1;
+	return (uint64_t)(ev->state < sizeof(of_state) / sizeof(of_state[0]) ? of_state[ev->state] : N_SWITCHED_OUT) + 1;
+}
+
+/* A scheduler event: the thread's "sched" track changes state. */
+static void sched_event(struct writer *wr, const struct rbk_event *ev, uint64_t *state)
+{
+	uint64_t iid = sched_iid(wr, ev);
+
+	if (iid == *state || (ev->kind == RBK_SCHED_WAKEUP && *state >= cpu_iid(wr, 0)))
+		return;  /* no change (a wakeup of a running thread) */
+	if (!wr->sched_tr.written) {
+		char name[64];
+		wr->sched_tr.uuid = wr->next_uuid++;
+		wr->sched_tr.jtid = -(int64_t)wr->sched_tr.uuid;
+		snprintf(name, sizeof(name), "sched (thread %d)", (int)wr->w->tid);
+		emit_track(wr, &wr->sched_tr, wr->thread_tr.uuid, 0, name);
+	}
+	if (*state)
+		emit(wr, &wr->sched_tr, ev->ts_ns, EV_END, 0, -1);
+	emit(wr, &wr->sched_tr, ev->ts_ns, EV_BEGIN, iid, -1);
+	*state = iid;
+}
+
+/* A syscall enter or exit: a slice on the current fiber's track, nested by time. */
+static void syscall_event(struct writer *wr, struct fiber *f, const struct rbk_event *ev, int out)
+{
+	if (ev->kind == RBK_SYS_ENTER) {
+		struct frame fr = { F_SYSCALL, sys_iid(wr, ev->nr_or_ret) };
+		wr->used[fr.iid] = 1;
+		if (!push_frame(wr, &f->st, &f->n, &f->cap, fr) && out)
+			emit(wr, fiber_track(wr, f), ev->ts_ns, EV_BEGIN, fr.iid, -1);
+		return;
+	}
+	for (size_t i = f->n; i > 0; i--)
+		if (f->st[i - 1].kind == F_SYSCALL) {
+			for (; f->n >= i && f->n; f->n--)
+				if (out)
+					emit(wr, fiber_track(wr, f), ev->ts_ns, EV_END, 0, -1);
+			return;
+		}
+	/* an exit whose enter was before the window: left out */
+}
+
+/* The kernel events of thread tid: [*lo, *hi) of wr->kidx. */
+static void kernel_range(const struct writer *wr, pid_t tid, size_t *lo, size_t *hi)
+{
+	size_t a = 0, b = wr->tr->nkev;
+
+	while (a < b) {
+		size_t m = (a + b) / 2;
+		if (wr->tr->kev[wr->kidx[m]].tid < tid)
+			a = m + 1;
+		else
+			b = m;
+	}
+	*lo = a;
+	while (a < wr->tr->nkev && wr->tr->kev[wr->kidx[a]].tid == tid)
+		a++;
+	*hi = a;
+}
+
 /*
  * Replay thread window w: out == 0 is pass 1 (frames entered before the
  * window, names used), out == 1 writes the events.
@@ -529,10 +639,13 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 {
 	struct fiber *cur = fiber_of(wr, w->root_fiber);
 	uint64_t start = w->lost && w->n ? w->recs[0].t : wr->tr->start_ns, end = wr->tr->end_ns;
+	uint64_t sched = 0;
 	int gvl_open = 0;
+	size_t kj, khi;
 
 	if (!cur)
 		return;
+	kernel_range(wr, w->tid, &kj, &khi);
 	if (out) {
 		if (w->n && w->recs[w->n - 1].t > end)
 			end = w->recs[w->n - 1].t;
@@ -548,7 +661,21 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 			}
 		}
 	}
-	for (size_t i = 0; i < w->n && !wr->err; i++) {
+	for (size_t i = 0; (i < w->n || kj < khi) && !wr->err; i++) {
+		/* the kernel's events of this thread merged in by time */
+		if (kj < khi && (i >= w->n || wr->tr->kev[wr->kidx[kj]].ts_ns < w->recs[i].t)) {
+			const struct rbk_event *ev = &wr->tr->kev[wr->kidx[kj++]];
+			if (ev->kind == RBK_SYS_ENTER || ev->kind == RBK_SYS_EXIT)
+				syscall_event(wr, cur, ev, out);
+			else if (out)
+				sched_event(wr, ev, &sched);
+			else
+				wr->used[sched_iid(wr, ev)] = 1;
+			if (ev->ts_ns > end)
+				end = ev->ts_ns;
+			i--;
+			continue;
+		}
 		uint64_t ts = w->recs[i].t, arg = RBT_ARG(w->recs[i].v);
 		unsigned k = RBT_KIND(w->recs[i].v);
 		struct frame fr = { F_METHOD, 0 };
@@ -596,15 +723,31 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 	}
 	if (gvl_open)
 		emit(wr, &wr->gvl_tr, end, EV_END, 0, -1);
+	if (sched)
+		emit(wr, &wr->sched_tr, end, EV_END, 0, -1);
 }
 
 static void thread_tracks(struct writer *wr, const struct rbt_thread_window *w)
 {
 	memset(&wr->thread_tr, 0, sizeof(wr->thread_tr));
 	memset(&wr->gvl_tr, 0, sizeof(wr->gvl_tr));
+	memset(&wr->sched_tr, 0, sizeof(wr->sched_tr));
 	wr->thread_tr.uuid = wr->next_uuid++;
 	wr->thread_tr.jtid = w->tid;
 	wr->w = w;
+}
+
+/* Order of kernel events: by thread, then by time (their index). */
+static const struct rbk_event *kev_sort;
+
+static int kidx_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	pid_t tx = kev_sort[x].tid, ty = kev_sort[y].tid;
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
+	return x < y ? -1 : x > y;
 }
 
 int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt)
@@ -612,15 +755,20 @@ int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt)
 	struct writer wr = { .f = f, .fmt = fmt, .tr = tr, .next_uuid = 2 };
 	int err;
 
-	wr.niids = NFIXED + 2 * tr->nlabels + 1;
+	wr.niids = NFIXED + 2 * tr->nlabels + 1 + NSYS + NCPU;
 	wr.used = calloc(wr.niids + 1, 1);
 	wr.block_names = calloc(tr->nlabels + 1, sizeof(char *));
-	if (!wr.used || !wr.block_names || collect_gc(&wr)) {
+	wr.kidx = malloc((tr->nkev + 1) * sizeof(size_t));
+	if (!wr.used || !wr.block_names || !wr.kidx || collect_gc(&wr)) {
 		wr.err = ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < NFIXED; i++)
 		wr.used[i + 1] = 1;
+	for (size_t i = 0; i < tr->nkev; i++)
+		wr.kidx[i] = i;
+	kev_sort = tr->kev;
+	qsort(wr.kidx, tr->nkev, sizeof(size_t), kidx_cmp);
 	/* pass 1 over every thread: names used (for the interned data) */
 	for (size_t i = 0; i < tr->nthreads; i++) {
 		thread_tracks(&wr, &tr->threads[i]);
@@ -651,6 +799,9 @@ out:
 		for (size_t i = 0; i <= tr->nlabels; i++)
 			free(wr.block_names[i]);
 	free(wr.block_names);
+	for (size_t i = 0; i < NSYS + NCPU; i++)
+		free(wr.num_names[i]);
+	free(wr.kidx);
 	free(wr.gc);
 	rbp_pb_free(&wr.out);
 	rbp_pb_free(&wr.pk);

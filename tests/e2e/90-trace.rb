@@ -80,9 +80,36 @@ def problems(s, path, ruby_version)
     end
   end
   threads.each { |t| TraceReader.tree(t) } # balanced, time order
+  p.concat(kernel_problems(s, tracks, main)) if s == "kernel"
   p
 rescue RuntimeError => e
   [e.message]
+end
+
+# The kernel streams (as root): the syscalls of T.io nested under it, and
+# the main thread's scheduler states.  Without the privilege (KERNEL_OFF):
+# neither, and the Ruby side as usual.
+KERNEL_OFF = {}
+def kernel_problems(_s, tracks, main)
+  io = TraceReader.tree(main).find { |n| n.name == "T.io" }
+  return ["no T.io slice"] unless io
+
+  sys = io.children.map(&:name)
+  sched = tracks.values.find { |t| t.name.to_s.start_with?("sched (thread #{main.tid})") }
+  states = sched ? TraceReader.tree(sched).map(&:name).uniq : []
+  if KERNEL_OFF[:off]
+    p = []
+    p << "syscalls #{sys.inspect} without the privilege" unless sys.empty?
+    p << "a sched track without the privilege" if sched
+    return p
+  end
+  p = []
+  missing = %w[pipe2 write read] - sys
+  p << "T.io's syscalls #{sys.inspect} lack #{missing.inspect}" unless missing.empty?
+  p << "no sleep syscall (ppoll/nanosleep/clock_nanosleep/poll/select) in #{sys.inspect}" if (sys & %w[ppoll poll nanosleep clock_nanosleep select pselect6 futex]).empty?
+  p << "no sched track for the main thread" unless sched
+  p << "sched states #{states.inspect} lack running/sleeping" if sched && !(states.any? { |x| x.start_with?("running on CPU") } && states.include?("sleeping"))
+  p
 end
 
 def protoc_problem(path)
@@ -96,17 +123,22 @@ rescue Errno::ENOENT
   nil
 end
 
-SCENARIOS = %w[tree block exceptions fibers threads overflow reset trap gc gvl].freeze
+SCENARIOS = %w[tree block exceptions fibers threads overflow reset trap gc gvl kernel].freeze
 
 # Run every scenario with argv_for.(scenario, out, format); report as prefix/...
 def run_scenarios(prefix, ruby_version, outdir, host_out: nil)
   SCENARIOS.each do |s|
     name = "#{prefix}/#{s}"
+    next skip(name, "kernel streams need root (CAP_PERFMON) here") if s == "kernel" && !E2E.root?
+
     test(name) do
       out = File.join(outdir, "#{s}.pftrace")
       File.delete(host_out.(out)) if File.exist?(host_out.(out))
       r = yield(s, out, "perfetto")
       next fail(name, "program #{r.describe}") unless r.status&.zero?
+      if s == "kernel" && !KERNEL_OFF[:off] && (why = r.stderr[/kernel streams: "(.*)"/, 1])
+        next skip(name, "kernel streams off here: #{why}")
+      end
 
       file = host_out.(out)
       pr = problems(s, file, ruby_version)
@@ -125,7 +157,8 @@ def run_scenarios(prefix, ruby_version, outdir, host_out: nil)
   end
 end
 
-host_names = SCENARIOS.map { |s| "trace/#{s}" } + %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/gem trace/save-speed]
+host_names = SCENARIOS.map { |s| "trace/#{s}" } +
+             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/gem trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -149,7 +182,7 @@ test("trace/cli") do
   else
     main = TraceReader.thread_track(TraceReader.read(out), "main")
     # the frames open when auto.rb started tracing (require) end later
-    got = main && TraceReader.tree_string(main, drop: /\A(Kernel#require|RbPeek::Trace)/)
+    got = main && TraceReader.tree_string(main, drop: /\A(?!T\.)/) # syscalls too
     got == "T.x{T.y}" ? ok("trace/cli") : fail("trace/cli", "tree #{got.inspect}, expected T.x{T.y}")
   end
 end
@@ -182,6 +215,27 @@ test("trace/cli-errors") do
     "#{argv.join(' ')}: exit #{r.status}, expected #{want}" if r.status != want || !r.stderr.include?("rbpeek: error:")
   end
   bad.empty? ? ok("trace/cli-errors", "#{cases.size} cases") : fail("trace/cli-errors", bad.first(3).join("; "))
+end
+
+# Without CAP_PERFMON/root: a warning naming what is missing, the rest as usual.
+test("trace/kernel-unprivileged") do
+  paranoid = File.read("/proc/sys/kernel/perf_event_paranoid").to_i rescue 2
+  next skip("trace/kernel-unprivileged", "needs root to drop privileges") unless E2E.root?
+  next skip("trace/kernel-unprivileged", "perf_event_paranoid is #{paranoid}: anyone may trace") if paranoid < 0
+  next skip("trace/kernel-unprivileged", "setpriv not found") unless system("command -v setpriv >/dev/null")
+
+  dir = File.join(work, "nobody")
+  FileUtils.mkdir_p(dir)
+  File.chmod(0o1777, dir)
+  out = File.join(dir, "kernel.pftrace")
+  r = E2E.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+               "--bounding-set=-all", RUBY, "-I#{EXT}", FIXTURE, "kernel", out], timeout: 30)
+  KERNEL_OFF[:off] = true
+  pr = r.status&.zero? ? problems("kernel", out, RUBY_VERSION) : ["program #{r.describe}"]
+  KERNEL_OFF.delete(:off)
+  warned = r.stderr =~ /no syscalls or scheduler states.*CAP_PERFMON/
+  pr << "no warning naming CAP_PERFMON: #{r.stderr[0, 300].inspect}" unless warned
+  pr.empty? ? ok("trace/kernel-unprivileged", r.stderr.lines.grep(/rbpeek/).first.to_s.strip[0, 160]) : fail("trace/kernel-unprivileged", pr.join("; "))
 end
 
 # gem build + gem install into a temporary GEM_HOME, then a traced program.
@@ -251,6 +305,8 @@ rubies.each do |ruby|
   FileUtils.cp_r(File.join(ROOT, "ext", "rbpeek"), File.join(host, "ext"))
   FileUtils.cp_r(File.join(ROOT, "src", "util"), File.join(host, "src"))
   FileUtils.cp_r(File.join(ROOT, "lib"), host)
+  FileUtils.mkdir_p(File.join(host, "tools"))
+  FileUtils.cp(File.join(ROOT, "tools", "gen-syscalls.sh"), File.join(host, "tools"))
   FileUtils.cp(FIXTURE, host)
   b = E2E.run(["chroot", ruby.dir, "/bin/sh", "-c",
                "cd #{inner}/build/rbpeek && #{ruby.bin} #{inner}/ext/rbpeek/extconf.rb >/dev/null && make -s V=0"],
