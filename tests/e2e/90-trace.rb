@@ -158,7 +158,7 @@ def run_scenarios(prefix, ruby_version, outdir, host_out: nil)
 end
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/gem trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/gem trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -258,6 +258,30 @@ test("trace/gem") do
 
   pr = problems("tree", out, RUBY_VERSION)
   pr.empty? ? ok("trace/gem", "built, installed and loaded from GEM_HOME") : fail("trace/gem", pr.join("; "))
+end
+
+# Memory stays bounded: threads come and go (only the last 16 finished
+# threads' rings are kept), and a second round of the same work adds no RSS.
+test("trace/bounded") do
+  prog = <<~RUBY
+    require "rbpeek/trace"
+    def f; end
+    def rss = File.read("/proc/self/status")[/VmRSS:\s+(\d+)/, 1].to_i
+    RbPeek::Trace.start(buffer_size: 4096, kernel: false)
+    round = -> { 100.times { Thread.new { 5000.times { f } }.join }; 200_000.times { f } }
+    round.call
+    a = rss
+    round.call
+    GC.start
+    puts [RbPeek::Trace.stats[:threads], a, rss].join(" ")
+  RUBY
+  r = E2E.run([RUBY, "-I#{EXT}", "-e", prog], timeout: 60)
+  threads, a, b = r.stdout.split.map(&:to_i)
+  if !r.status&.zero? then fail("trace/bounded", r.describe)
+  elsif threads > 17 then fail("trace/bounded", "#{threads} rings kept after 200 finished threads (at most 1 + 16)")
+  elsif b - a > 4096 then fail("trace/bounded", "RSS grew from #{a} to #{b} kB in a second identical round")
+  else ok("trace/bounded", "#{threads} rings, RSS #{a} -> #{b} kB")
+  end
 end
 
 # Saving 1,000,000 events: reported, not asserted (timing is noisy here).
