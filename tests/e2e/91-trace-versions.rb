@@ -1,0 +1,51 @@
+# frozen_string_literal: true
+#
+# 91-trace-versions.rb - the tracer's scenarios (lib/trace_check.rb) on
+# Ruby 2.7, 3.3 and 3.4: the chroots of tools/setup-rubies.sh, given
+# rubyX.Y-dev and gcc by its --dev step, build the extension with
+# extconf.rb + make (as `gem install` would) and run every scenario.
+require "json"
+require_relative "lib/e2e"
+require_relative "lib/chroot"
+require_relative "lib/trace_check"
+include E2E
+include TraceCheck
+
+# --- the other Rubies: the extension built inside each chroot --------------
+rubies, missing = Chroots.prepare
+missing.each { |xy, why| (SCENARIOS + ["json"]).each { |s| skip("trace-#{xy}/#{s}", why) } }
+rubies.each do |ruby|
+  prefix = "trace-#{ruby.xy}"
+  inner = "/tmp/rbpeek-trace.#{$$}"
+  host = ruby.host_path(inner)
+  at_exit { FileUtils.rm_rf(host) }
+  unless File.exist?(ruby.host_path("DEV_READY"))
+    setup = E2E.run([Chroots::SETUP, "--dev", ruby.xy], timeout: 300)
+    unless setup.status&.zero?
+      (SCENARIOS + ["json"]).each { |s| skip("#{prefix}/#{s}", "no ruby#{ruby.xy}-dev/gcc in the chroot: #{setup.describe}") }
+      next
+    end
+  end
+  FileUtils.mkdir_p(File.join(host, "src"))
+  FileUtils.mkdir_p(File.join(host, "ext"))
+  FileUtils.mkdir_p(File.join(host, "build", "rbpeek"))
+  FileUtils.cp_r(File.join(ROOT, "ext", "rbpeek"), File.join(host, "ext"))
+  FileUtils.cp_r(File.join(ROOT, "src", "util"), File.join(host, "src"))
+  FileUtils.cp_r(File.join(ROOT, "lib"), host)
+  FileUtils.mkdir_p(File.join(host, "tools"))
+  FileUtils.cp(File.join(ROOT, "tools", "gen-syscalls.sh"), File.join(host, "tools"))
+  FileUtils.cp(FIXTURE, host)
+  b = E2E.run(["chroot", ruby.dir, "/bin/sh", "-c",
+               "cd #{inner}/build/rbpeek && #{ruby.bin} #{inner}/ext/rbpeek/extconf.rb >/dev/null && make -s V=0"],
+              timeout: 180)
+  unless b.status&.zero?
+    (SCENARIOS + ["json"]).each { |s| fail("#{prefix}/#{s}", "building the extension in the chroot: #{b.describe} #{b.stdout[-400..]}") }
+    next
+  end
+  run_scenarios(prefix, ruby.version, inner, host_out: ->(x) { ruby.host_path(x) }) do |s, out, fmt|
+    E2E.run(["chroot", ruby.dir, ruby.bin, "-I#{inner}/lib", "-I#{inner}/build", "#{inner}/scenarios.rb", s, out, fmt],
+            timeout: 30)
+  end
+end
+
+finish
