@@ -429,7 +429,7 @@ struct evbuf {
 	const struct rbk_trace *t;
 	struct rbk_event *ev;
 	size_t n, cap;
-	int *forks;                /* with collect_forks: tids in FORK records */
+	int *forks;                /* with record_fork: tids in FORK records */
 	size_t nforks, capforks;
 };
 
