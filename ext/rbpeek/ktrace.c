@@ -142,8 +142,9 @@ static int find_tracefs(const char **dir, char *why, size_t why_len)
 			snprintf(p, sizeof(p), "%s/events/raw_syscalls/sys_enter/id", tracefs_dirs[i]);
 			if (access(p, F_OK) == 0) { *dir = tracefs_dirs[i]; return 0; }
 			if (errno == EACCES) {
-				snprintf(why, why_len, "kernel streams: cannot read tracefs (%s): %s",
-				         tracefs_dirs[i], strerror(errno));
+				snprintf(why, why_len, "kernel streams: cannot read tracefs (%s): %s; a non-root "
+				         "user needs its group to: mount -o remount,gid=GROUP %s; chmod 750 %s",
+				         tracefs_dirs[i], strerror(errno), tracefs_dirs[i], tracefs_dirs[i]);
 				return -EACCES;
 			}
 		}
@@ -207,8 +208,9 @@ static int load_tracepoints(struct rbk_trace *t, char *why, size_t why_len)
 		for (int k = 0; k < 2 && !rc; k++)
 			if (tp->fname[k]) rc = parse_format(text, tp->fname[k], &tp->f[k]);
 		if (rc) {
-			snprintf(why, why_len, "kernel streams: tracepoint %s unusable (%s/events/%s: %s)",
-			         tp->path, dir, tp->path, strerror(-rc));
+			snprintf(why, why_len, "kernel streams: tracepoint %s unusable (%s/events/%s: %s)%s",
+			         tp->path, dir, tp->path, strerror(-rc), rc != -EACCES ? "" :
+			         "; a non-root user needs tracefs readable by its group (mount -o remount,gid=GROUP)");
 			break;
 		}
 		tp->id = (int)id;
@@ -427,7 +429,7 @@ struct evbuf {
 	const struct rbk_trace *t;
 	struct rbk_event *ev;
 	size_t n, cap;
-	int *forks;                /* with collect_forks: tids in FORK records */
+	int *forks;                /* with record_fork: tids in FORK records */
 	size_t nforks, capforks;
 };
 
