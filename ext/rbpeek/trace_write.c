@@ -257,9 +257,15 @@ static void emit_track(struct writer *wr, struct track *t, uint64_t parent, pid_
 	end_packet(wr);
 }
 
-/* One TrackEvent; count >= 0 adds a "lost" debug annotation. */
+/* An argument of an event (a Perfetto debug annotation, JSON args). */
+struct ev_arg {
+	const char *name;
+	int64_t val;
+};
+
+/* One TrackEvent, with an optional argument (on an end: of the slice). */
 static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type, uint64_t iid,
-		 int64_t count)
+		 const struct ev_arg *arg)
 {
 	if (wr->fmt == RBT_JSON) {
 		char b[160];
@@ -274,8 +280,8 @@ static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type
 		}
 		if (type == EV_INSTANT)
 			out_str(wr, ",\"s\":\"t\"");
-		if (count >= 0) {
-			snprintf(b, sizeof(b), ",\"args\":{\"lost\":%" PRId64 "}", count);
+		if (arg) {
+			snprintf(b, sizeof(b), ",\"args\":{\"%s\":%" PRId64 "}", arg->name, arg->val);
 			out_str(wr, b);
 		}
 		out_str(wr, "}");
@@ -286,11 +292,12 @@ static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type
 	rbp_pb_uint(&wr->te, 11, t->uuid);             /* track_uuid */
 	if (type != EV_END)
 		rbp_pb_uint(&wr->te, 10, iid);         /* name_iid */
-	if (count >= 0) {
+	if (arg) {
 		rbp_pb_reset(&wr->da);
-		rbp_pb_bytes(&wr->da, 10, "lost", 4);  /* DebugAnnotation.name */
-		rbp_pb_uint(&wr->da, 3, (uint64_t)count); /* uint_value */
-		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);
+		rbp_pb_bytes(&wr->da, 10, arg->name, strlen(arg->name)); /* DebugAnnotation.name */
+		rbp_pb_tag(&wr->da, 4, RBP_PB_VARINT);                   /* int_value, even 0 */
+		rbp_pb_raw_varint(&wr->da, (uint64_t)arg->val);
+		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);           /* debug_annotations */
 	}
 	rbp_pb_uint(&wr->pk, 8, ts);                   /* TracePacket.timestamp */
 	rbp_pb_bytes(&wr->pk, 11, wr->te.b, wr->te.n); /* track_event */
@@ -425,27 +432,27 @@ static void emit_gc_track(struct writer *wr)
 		unsigned k = wr->gc[i].kind;
 		if (k == RBT_GC_START) {
 			if (open)
-				emit(wr, &t, ts, EV_END, 0, -1);
-			emit(wr, &t, ts, EV_BEGIN, N_GC_MARKING + 1, -1);
+				emit(wr, &t, ts, EV_END, 0, NULL);
+			emit(wr, &t, ts, EV_BEGIN, N_GC_MARKING + 1, NULL);
 			open = N_GC_MARKING;
 		} else if (k == RBT_GC_END_MARK) {
 			if (open)
-				emit(wr, &t, ts, EV_END, 0, -1);
+				emit(wr, &t, ts, EV_END, 0, NULL);
 			else {
-				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_MARKING + 1, -1);
-				emit(wr, &t, ts, EV_END, 0, -1);
+				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_MARKING + 1, NULL);
+				emit(wr, &t, ts, EV_END, 0, NULL);
 			}
-			emit(wr, &t, ts, EV_BEGIN, N_GC_SWEEPING + 1, -1);
+			emit(wr, &t, ts, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
 			open = N_GC_SWEEPING;
 		} else {
 			if (!open)
-				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_SWEEPING + 1, -1);
-			emit(wr, &t, ts, EV_END, 0, -1);
+				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
+			emit(wr, &t, ts, EV_END, 0, NULL);
 			open = 0;
 		}
 	}
 	if (open)
-		emit(wr, &t, wr->tr->end_ns, EV_END, 0, -1);
+		emit(wr, &t, wr->tr->end_ns, EV_END, 0, NULL);
 }
 
 /* --- replaying one thread ---------------------------------------------- */
@@ -528,7 +535,7 @@ static void pop_frame(struct writer *wr, struct fiber *f, uint64_t ts, struct fr
 	}
 	while (f->n >= i) {
 		if (out)
-			emit(wr, fiber_track(wr, f), ts, EV_END, 0, -1);
+			emit(wr, fiber_track(wr, f), ts, EV_END, 0, NULL);
 		f->n--;
 		if (!f->n)
 			break;
@@ -553,8 +560,8 @@ static void gvl_event(struct writer *wr, unsigned k, uint64_t ts, int *open)
 		emit_track(wr, &wr->gvl_tr, wr->thread_tr.uuid, 0, name);
 	}
 	if (*open)
-		emit(wr, &wr->gvl_tr, ts, EV_END, 0, -1);
-	emit(wr, &wr->gvl_tr, ts, EV_BEGIN, iid, -1);
+		emit(wr, &wr->gvl_tr, ts, EV_END, 0, NULL);
+	emit(wr, &wr->gvl_tr, ts, EV_BEGIN, iid, NULL);
 	*open = 1;
 }
 
@@ -588,8 +595,8 @@ static void sched_event(struct writer *wr, const struct rbk_event *ev, uint64_t 
 		emit_track(wr, &wr->sched_tr, wr->thread_tr.uuid, 0, name);
 	}
 	if (*state)
-		emit(wr, &wr->sched_tr, ev->ts_ns, EV_END, 0, -1);
-	emit(wr, &wr->sched_tr, ev->ts_ns, EV_BEGIN, iid, -1);
+		emit(wr, &wr->sched_tr, ev->ts_ns, EV_END, 0, NULL);
+	emit(wr, &wr->sched_tr, ev->ts_ns, EV_BEGIN, iid, NULL);
 	*state = iid;
 }
 
@@ -600,14 +607,15 @@ static void syscall_event(struct writer *wr, struct fiber *f, const struct rbk_e
 		struct frame fr = { F_SYSCALL, sys_iid(wr, ev->nr_or_ret) };
 		wr->used[fr.iid] = 1;
 		if (!push_frame(wr, &f->st, &f->n, &f->cap, fr) && out)
-			emit(wr, fiber_track(wr, f), ev->ts_ns, EV_BEGIN, fr.iid, -1);
+			emit(wr, fiber_track(wr, f), ev->ts_ns, EV_BEGIN, fr.iid, NULL);
 		return;
 	}
 	for (size_t i = f->n; i > 0; i--)
 		if (f->st[i - 1].kind == F_SYSCALL) {
 			for (; f->n >= i && f->n; f->n--)
 				if (out)
-					emit(wr, fiber_track(wr, f), ev->ts_ns, EV_END, 0, -1);
+					emit(wr, fiber_track(wr, f), ev->ts_ns, EV_END, 0,
+					     f->n == i ? &(struct ev_arg){ "ret", ev->nr_or_ret } : NULL);
 			return;
 		}
 	/* an exit whose enter was before the window: left out */
@@ -650,14 +658,14 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 		if (w->n && w->recs[w->n - 1].t > end)
 			end = w->recs[w->n - 1].t;
 		if (w->lost)
-			emit(wr, &wr->thread_tr, start, EV_INSTANT, N_LOST + 1, (int64_t)w->lost);
+			emit(wr, &wr->thread_tr, start, EV_INSTANT, N_LOST + 1, &(struct ev_arg){ "lost", (int64_t)w->lost });
 		/* frames entered before the window, outermost first */
 		for (size_t i = 0; i < wr->nfibers; i++) {
 			struct fiber *f = &wr->fibers[i];
 			for (size_t j = f->npre; j-- > 0;) {
 				if (push_frame(wr, &f->st, &f->n, &f->cap, f->pre[j]))
 					return;
-				emit(wr, fiber_track(wr, f), start, EV_BEGIN, f->pre[j].iid, -1);
+				emit(wr, fiber_track(wr, f), start, EV_BEGIN, f->pre[j].iid, NULL);
 			}
 		}
 	}
@@ -687,7 +695,7 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 			if (push_frame(wr, &cur->st, &cur->n, &cur->cap, fr))
 				return;
 			if (out)
-				emit(wr, fiber_track(wr, cur), ts, EV_BEGIN, fr.iid, -1);
+				emit(wr, fiber_track(wr, cur), ts, EV_BEGIN, fr.iid, NULL);
 			break;
 		case RBT_RETURN: case RBT_C_RETURN: case RBT_B_RETURN: case RBT_GC_EXIT:
 			fr.kind = k == RBT_RETURN ? F_METHOD : k == RBT_C_RETURN ? F_CFUNC : k == RBT_B_RETURN ? F_BLOCK : F_GC;
@@ -719,12 +727,12 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 	for (size_t i = 0; i < wr->nfibers; i++) {
 		struct fiber *f = &wr->fibers[i];
 		for (; f->n; f->n--)
-			emit(wr, fiber_track(wr, f), end, EV_END, 0, -1);
+			emit(wr, fiber_track(wr, f), end, EV_END, 0, NULL);
 	}
 	if (gvl_open)
-		emit(wr, &wr->gvl_tr, end, EV_END, 0, -1);
+		emit(wr, &wr->gvl_tr, end, EV_END, 0, NULL);
 	if (sched)
-		emit(wr, &wr->sched_tr, end, EV_END, 0, -1);
+		emit(wr, &wr->sched_tr, end, EV_END, 0, NULL);
 }
 
 static void thread_tracks(struct writer *wr, const struct rbt_thread_window *w)

@@ -35,7 +35,7 @@ end
 test("trace/cli") do
   out = File.join(work, "cli.pftrace")
   prog = "module T; def self.x; y; end; def self.y; end; end; T.x; exit 7"
-  r = rbpeek("trace", "-o", out, "--no-c-calls", "--", RUBY, "-e", prog, timeout: 30)
+  r = rbpeek("trace", "-o", out, "--no-c-calls", "--", RUBY, "-e", prog, timeout: 30, env: { "RBPEEK_TRACE_LIB" => EXT })
   if r.status != 7 then fail("trace/cli", "exit #{r.status}, expected the program's 7: #{r.describe}")
   elsif !File.exist?(out) then fail("trace/cli", "no #{out}")
   else
@@ -49,7 +49,7 @@ end
 test("trace/cli-json") do
   out = File.join(work, "cli.json")
   r = rbpeek("trace", "-o", out, "-f", "json", "--buffer-size", "1000", "--", RUBY, "-e", "def x; [1].map { 2 }; end; x",
-             timeout: 30)
+             timeout: 30, env: { "RBPEEK_TRACE_LIB" => EXT })
   main = r.status&.zero? && File.exist?(out) && TraceReader.thread_track(TraceReader.read(out), "main")
   got = main && TraceReader.tree_string(main)
   want = "Object#x{Array#map{Integer#+}}".sub("{Integer#+}", "")
@@ -70,7 +70,7 @@ test("trace/cli-errors") do
     ["trace", "-o", "/nonexistent/dir/z.pftrace", "--", RUBY, "-e", "1"] => 10,
   }
   bad = cases.filter_map do |argv, want|
-    r = rbpeek(*argv, timeout: 20)
+    r = rbpeek(*argv, timeout: 20, env: { "RBPEEK_TRACE_LIB" => EXT })
     "#{argv.join(' ')}: exit #{r.status}, expected #{want}" if r.status != want || !r.stderr.include?("rbpeek: error:")
   end
   bad.empty? ? ok("trace/cli-errors", "#{cases.size} cases") : fail("trace/cli-errors", bad.first(3).join("; "))

@@ -12,7 +12,11 @@ module TraceCheck
   include E2E
   FIXTURE = File.join(ROOT, "tests", "e2e", "fixtures", "trace", "scenarios.rb")
   PROTO_DIR = File.join(ROOT, "tests", "trace")
-  EXT = File.join(ROOT, BUILD, "ext")
+  # The extension for the host's Ruby: BUILD's, else build/'s (a sanitizer
+  # build has none: the extension is loaded into a Ruby without ASan).
+  EXT = [File.join(ROOT, BUILD, "ext"), File.join(ROOT, "build", "ext")].find do |d|
+    File.exist?(File.join(d, "rbpeek", "trace_ext.so"))
+  end || File.join(ROOT, BUILD, "ext")
   SAVE = /\ARbPeek::Trace\./ # the save call itself is open at the end
 
   # scenario => { "thread name or fiber" => expected tree }
@@ -102,6 +106,14 @@ module TraceCheck
     p << "T.io's syscalls #{sys.inspect} lack #{missing.inspect}" unless missing.empty?
     p << "no sleep syscall (ppoll/nanosleep/clock_nanosleep/poll/select) in #{sys.inspect}" if (sys & %w[ppoll poll nanosleep clock_nanosleep select pselect6 futex]).empty?
     p << "no sched track for the main thread" unless sched
+    # the read of one byte from the pipe returned 1
+    rd = main.events.each_index.find { |i| main.events[i][2] == "read" }
+    depth = 0
+    ret = rd && main.events[(rd + 1)..].find do |_, ty, _, _|
+      depth += ty == :begin ? 1 : ty == :end ? -1 : 0
+      depth.negative?
+    end
+    p << "read's end has args #{ret&.dig(3).inspect}, expected ret 1" if ret && ret[3]["ret"] != 1
     p << "sched states #{states.inspect} lack running/sleeping" if sched && !(states.any? { |x| x.start_with?("running on CPU") } && states.include?("sleeping"))
     p
   end

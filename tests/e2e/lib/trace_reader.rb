@@ -96,7 +96,8 @@ module TraceReader
         if type != :end
           name = names[e[10].first] or raise "name_iid #{e[10].first} not interned"
         end
-        args = e[4].to_h { |a| f = fields(a); [f[10].first, f[3].first] }
+        # int64 values: two's complement varints
+        args = e[4].to_h { |a| f = fields(a); v = f[4].first || f[3].first; [f[10].first, v && v >= 2**63 ? v - 2**64 : v] }
         t.events << [p[8].first, type, name, args]
       end
     end
@@ -112,7 +113,7 @@ module TraceReader
       case e["ph"]
       when "M" then t.name = e.dig("args", "name") if e["name"] == "thread_name"
       when "B" then t.events << [(e["ts"] * 1000).round, :begin, e["name"], {}]
-      when "E" then t.events << [(e["ts"] * 1000).round, :end, nil, {}]
+      when "E" then t.events << [(e["ts"] * 1000).round, :end, nil, e["args"] || {}]
       when "i" then t.events << [(e["ts"] * 1000).round, :instant, e["name"], e["args"] || {}]
       end
     end
