@@ -318,47 +318,25 @@ static inline struct rbt_ring *ring(void)
 /* --- hooks --------------------------------------------------------------- */
 
 /*
- * Ruby method (and block) events, with the raw argument: for them the VM
- * passes no method id or class to plain hooks (both 0); rb_tracearg_* find
- * them from the frame (also for the returns an unwinding exception fires).
+ * Method events.  For C methods the VM passes the method's id and owner;
+ * for Ruby methods and blocks it passes 0 and rb_frame_method_id_and_class
+ * finds them from the current frame (the callee's on a call, the returning
+ * one on a return, also when an exception unwinds it).
  */
-static void on_call(VALUE data, rb_trace_arg_t *ta)
+static void on_call(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
 	struct rbt_ring *r = ring();
 
 	if (UNLIKELY(!r))
 		return;
-	unsigned kind = (unsigned)__builtin_ctz(rb_tracearg_event_flag(ta));
-	VALUE sym = rb_tracearg_method_id(ta), klass = rb_tracearg_defined_class(ta);
-	push(r, kind, intern(klass, NIL_P(sym) ? 0 : SYM2ID(sym)));
-}
-
-/* C method events: the VM passes the method's id and owner; a plain hook is cheaper. */
-static void on_c_call(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
-{
-	struct rbt_ring *r = ring();
-
-	if (UNLIKELY(!r))
-		return;
+	if (!mid && !rb_frame_method_id_and_class(&mid, &klass))
+		mid = 0, klass = Qnil;
 	push(r, (unsigned)__builtin_ctz(ev), intern(klass, mid));
 }
 
 /* Does nothing: the benchmark's measure of the VM's own cost per event. */
-static void on_call_null(VALUE data, rb_trace_arg_t *ta)
+static void on_call_null(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
-}
-
-static void on_c_call_null(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
-{
-}
-
-/* The raw-argument hook as the type rb_add_event_hook2 declares. */
-static rb_event_hook_func_t on_call_fn(void)
-{
-	union { void (*raw)(VALUE, rb_trace_arg_t *); rb_event_hook_func_t f; } u = { .raw = on_call };
-	if (g.null_hook)
-		u.raw = on_call_null;
-	return u.f;
 }
 
 static void on_misc(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
@@ -404,11 +382,10 @@ static void install(void)
 	rb_event_flag_t ev = RUBY_EVENT_CALL | RUBY_EVENT_RETURN;
 
 	if (g.c_calls)
-		rb_add_event_hook(g.null_hook ? on_c_call_null : on_c_call,
-				  RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN, Qnil);
+		ev |= RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN;
 	if (g.blocks)
 		ev |= RUBY_EVENT_B_CALL | RUBY_EVENT_B_RETURN;
-	rb_add_event_hook2(on_call_fn(), ev, Qnil, RUBY_EVENT_HOOK_FLAG_SAFE | RUBY_EVENT_HOOK_FLAG_RAW_ARG);
+	rb_add_event_hook(g.null_hook ? on_call_null : on_call, ev, Qnil);
 	rb_add_event_hook(on_misc, RUBY_EVENT_FIBER_SWITCH | RUBY_EVENT_THREAD_END, Qnil);
 	if (g.gc)
 		rb_add_event_hook(on_gc, RUBY_INTERNAL_EVENT_GC_START | RUBY_INTERNAL_EVENT_GC_END_MARK |
@@ -424,9 +401,8 @@ static void install(void)
 
 static void uninstall(void)
 {
-	rb_remove_event_hook(on_call_fn());  /* before g.null_hook changes */
-	rb_remove_event_hook(on_c_call);
-	rb_remove_event_hook(on_c_call_null);
+	rb_remove_event_hook(on_call);
+	rb_remove_event_hook(on_call_null);
 	rb_remove_event_hook(on_misc);
 	rb_remove_event_hook(on_gc);
 #ifdef RUBY_INTERNAL_THREAD_EVENT_READY

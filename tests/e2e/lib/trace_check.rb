@@ -28,6 +28,7 @@ module TraceCheck
     "threads" => { "main" => "", "worker" => "T.tw*2" },
     "reset" => { "main" => "T.w2" },
     "trap" => { "main" => "T.w1,T.in_trap" },
+    "blocks" => { "main" => "T.blocky{T.twice{block in T.blocky{T.price}*2}}" },
   }.freeze
 
   # Problems with the file of scenario s (empty: as expected).
@@ -129,7 +130,7 @@ module TraceCheck
     nil
   end
 
-  SCENARIOS = %w[tree block exceptions fibers threads overflow reset trap gc gvl kernel].freeze
+  SCENARIOS = %w[tree block blocks exceptions fibers threads overflow reset trap gc gvl kernel].freeze
 
   # Run every scenario with argv_for.(scenario, out, format); report as prefix/...
   def run_scenarios(prefix, ruby_version, outdir, host_out: nil)
