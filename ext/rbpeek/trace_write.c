@@ -100,6 +100,7 @@ struct writer {
 	char **block_names;               /* "block in X", made on demand */
 	char *num_names[NSYS + NCPU];     /* "syscall N", "running on CPU n" */
 	size_t *kidx;                     /* kernel events by (tid, time) */
+	char **json_names;                /* iid -> quoted JSON string, made on demand */
 	struct gc_mark *gc;
 	size_t ngc, capgc;
 	int first_json;
@@ -208,6 +209,27 @@ static void json_escaped(struct writer *wr, const char *s)
 	rbp_json_string(wr->f, s);
 }
 
+/* The name of iid as a quoted JSON string, escaped once and cached. */
+static void json_name(struct writer *wr, uint64_t iid)
+{
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (iid <= wr->niids && !wr->json_names[iid]) {
+		FILE *m = open_memstream(&buf, &len);
+		if (m) {
+			rbp_json_string(m, name_of(wr, iid));
+			if (fclose(m))
+				free(buf), buf = NULL;
+		}
+		wr->json_names[iid] = buf;
+	}
+	if (iid <= wr->niids && wr->json_names[iid])
+		out_str(wr, wr->json_names[iid]);
+	else
+		json_escaped(wr, name_of(wr, iid));
+}
+
 static void json_begin(struct writer *wr)
 {
 	out_str(wr, wr->first_json ? "\n" : ",\n");
@@ -257,6 +279,21 @@ static void emit_track(struct writer *wr, struct track *t, uint64_t parent, pid_
 	end_packet(wr);
 }
 
+/* Decimal digits of v at p; returns the end. */
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
 /* An argument of an event (a Perfetto debug annotation, JSON args). */
 struct ev_arg {
 	const char *name;
@@ -268,15 +305,27 @@ static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type
 		 const struct ev_arg *arg)
 {
 	if (wr->fmt == RBT_JSON) {
-		char b[160];
-		static const char ph[] = "?BEi";
+		char b[160], *e;
+		static const char *const ph[] = { "", "{\"ph\":\"B\",\"ts\":", "{\"ph\":\"E\",\"ts\":", "{\"ph\":\"i\",\"ts\":" };
 		json_begin(wr);
-		snprintf(b, sizeof(b), "{\"ph\":\"%c\",\"ts\":%" PRIu64 ".%03u,\"pid\":%d,\"tid\":%" PRId64,
-			 ph[type], ts / 1000, (unsigned)(ts % 1000), (int)wr->tr->pid, t->jtid);
+		/* snprintf would be most of the time of a big save: digits by hand */
+		e = stpcpy(b, ph[type]);
+		e = put_u64(e, ts / 1000);
+		*e++ = '.';
+		*e++ = (char)('0' + ts / 100 % 10);
+		*e++ = (char)('0' + ts / 10 % 10);
+		*e++ = (char)('0' + ts % 10);
+		e = stpcpy(e, ",\"pid\":");
+		e = put_u64(e, (uint64_t)wr->tr->pid);
+		e = stpcpy(e, ",\"tid\":");
+		if (t->jtid < 0)
+			*e++ = '-';
+		e = put_u64(e, (uint64_t)(t->jtid < 0 ? -t->jtid : t->jtid));
+		*e = 0;
 		out_str(wr, b);
 		if (type != EV_END) {
 			out_str(wr, ",\"name\":");
-			json_escaped(wr, name_of(wr, iid));
+			json_name(wr, iid);
 		}
 		if (type == EV_INSTANT)
 			out_str(wr, ",\"s\":\"t\"");
@@ -767,7 +816,8 @@ int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt)
 	wr.used = calloc(wr.niids + 1, 1);
 	wr.block_names = calloc(tr->nlabels + 1, sizeof(char *));
 	wr.kidx = malloc((tr->nkev + 1) * sizeof(size_t));
-	if (!wr.used || !wr.block_names || !wr.kidx || collect_gc(&wr)) {
+	wr.json_names = calloc(wr.niids + 1, sizeof(char *));
+	if (!wr.used || !wr.block_names || !wr.kidx || !wr.json_names || collect_gc(&wr)) {
 		wr.err = ENOMEM;
 		goto out;
 	}
@@ -810,6 +860,10 @@ out:
 	for (size_t i = 0; i < NSYS + NCPU; i++)
 		free(wr.num_names[i]);
 	free(wr.kidx);
+	if (wr.json_names)
+		for (size_t i = 0; i <= wr.niids; i++)
+			free(wr.json_names[i]);
+	free(wr.json_names);
 	free(wr.gc);
 	rbp_pb_free(&wr.out);
 	rbp_pb_free(&wr.pk);

@@ -20,7 +20,7 @@ rubies.each do |ruby|
   host = ruby.host_path(inner)
   at_exit { FileUtils.rm_rf(host) }
   unless File.exist?(ruby.host_path("DEV_READY"))
-    setup = E2E.run([Chroots::SETUP, "--dev", ruby.xy], timeout: 300)
+    setup = E2E.run([Chroots::SETUP, "--dev", ruby.xy], timeout: 90)
     unless setup.status&.zero?
       (SCENARIOS + ["json"]).each { |s| skip("#{prefix}/#{s}", "no ruby#{ruby.xy}-dev/gcc in the chroot: #{setup.describe}") }
       next
