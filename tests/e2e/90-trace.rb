@@ -17,7 +17,7 @@ include E2E
 include TraceCheck
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/gem trace/bounded trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/api trace/gem trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -117,6 +117,49 @@ test("trace/gem") do
 
   pr = problems("tree", out, RUBY_VERSION)
   pr.empty? ? ok("trace/gem", "built, installed and loaded from GEM_HOME") : fail("trace/gem", pr.join("; "))
+end
+
+# The API's errors, and tracing going on after a failed save; a forked
+# child records its own (now single) thread into its own file.
+test("trace/api") do
+  prog = <<~'RUBY'
+    require "rbpeek/trace"
+    module T; def self.w1; end; def self.w2; end; def self.w3; end; end
+    out = ARGV[0]
+    errs = []
+    errs << "save before start" unless (RbPeek::Trace.save(out) rescue :raised) == :raised
+    RbPeek::Trace.start(c_calls: false, kernel: false)
+    errs << "second start" unless (RbPeek::Trace.start rescue :raised) == :raised
+    errs << "bad path" unless (RbPeek::Trace.save("/nonexistent/dir/x.pftrace") rescue $!.class) == Errno::ENOENT
+    errs << "bad format" unless (RbPeek::Trace.save(out, format: :svg) rescue $!.class) == ArgumentError
+    RbPeek::Trace.stop
+    errs << "bad buffer_size" unless (RbPeek::Trace.start(buffer_size: 3) rescue $!.class) == ArgumentError
+    RbPeek::Trace.start(c_calls: false, kernel: false)
+    RbPeek::Trace.reset
+    T.w1
+    pid = fork do
+      T.w2
+      RbPeek::Trace.save("#{out}.child")
+      exit!(0)
+    end
+    Process.wait(pid)
+    T.w3
+    RbPeek::Trace.save(out)
+    puts(errs.empty? ? "#{pid}" : "errors: #{errs.join(', ')}")
+  RUBY
+  out = File.join(work, "api.pftrace")
+  r = E2E.run([RUBY, "-I#{EXT}", "-e", prog, out], timeout: 30)
+  next fail("trace/api", r.describe) unless r.status&.zero?
+  next fail("trace/api", r.stdout.strip) if r.stdout.start_with?("errors")
+
+  parent = TraceReader.thread_track(TraceReader.read(out), "main")
+  child = TraceReader.thread_track(TraceReader.read("#{out}.child"), "main")
+  got = [parent, child].map { |t| t && TraceReader.tree_string(t, drop: SAVE) }
+  want = ["T.w1,T.w3", "T.w2"]
+  if got != want then fail("trace/api", "parent/child trees #{got.inspect}, expected #{want.inspect}")
+  elsif child.tid != r.stdout.to_i then fail("trace/api", "child's thread track has tid #{child.tid}, child pid #{r.stdout.strip}")
+  else ok("trace/api", "errors raised; fork: parent #{got[0]}, child #{got[1]}")
+  end
 end
 
 # Memory stays bounded: threads come and go (only the last 16 finished
