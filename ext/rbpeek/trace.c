@@ -578,6 +578,7 @@ static VALUE t_stats(VALUE mod)
 /* State of one save, freed by save_cleanup whatever happens. */
 struct save {
 	VALUE path;
+	VALUE threads;           /* the Thread of each window (an Array, kept alive) */
 	int fmt;
 	struct rbt_trace tr;
 	char **labels;
@@ -724,8 +725,11 @@ static int make_labels(struct save *s)
 		for (size_t j = 0; j < w->n; j++) {
 			unsigned k = RBT_KIND(w->recs[j].v);
 			uint64_t id = RBT_ARG(w->recs[j].v);
-			if (k >= RBT_CALL && k <= RBT_B_RETURN && id && id < n && !s->labels[id])
-				s->labels[id] = label_of(&g.methods[id - 1]);
+			if (k >= RBT_CALL && k <= RBT_B_RETURN && id && id < n && !s->labels[id]) {
+				/* a copy: Ruby calls in label_of may let a thread grow the table */
+				struct rbt_method m = g.methods[id - 1];
+				s->labels[id] = label_of(&m);
+			}
 		}
 	}
 	s->tr.labels = (const char *const *)s->labels;
@@ -767,17 +771,19 @@ static VALUE save_body(VALUE arg)
 			continue;
 		if (copy_window(r, &s->tr.threads[k], ns_per_t))
 			rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
+		rb_ary_push(s->threads, r->thread);
 		s->tr.nthreads = ++k;
 	}
-	/* Ruby calls from here on: the records are copied already. */
-	k = 0;
-	for (struct rbt_ring *r = g.rings; r && k < nring; r = r->next) {
-		if (r->gen != g.gen || !r->recs)
-			continue;
-		if (!NIL_P(r->thread))
-			s->names[k] = str_dup(rb_funcall(r->thread, rb_intern("name"), 0));
+	/*
+	 * Ruby calls from here on: the records are copied already, and the
+	 * rings are not walked again (a call may switch threads, and a thread
+	 * that ends frees its ring); s->threads keeps the Thread objects.
+	 */
+	for (k = 0; k < s->tr.nthreads; k++) {
+		VALUE th = rb_ary_entry(s->threads, (long)k);
+		if (!NIL_P(th))
+			s->names[k] = str_dup(rb_funcall(th, rb_intern("name"), 0));
 		s->tr.threads[k].name = s->names[k];
-		k++;
 	}
 	for (size_t i = 0; i < nextra; i++) {
 		struct rbt_thread_window *w = &s->tr.threads[s->tr.nthreads];
@@ -840,13 +846,14 @@ static VALUE save_cleanup(VALUE arg)
 /* _save(path, format): format 0 Perfetto, 1 Chrome JSON. */
 static VALUE t_save(VALUE mod, VALUE path, VALUE fmt)
 {
-	struct save s = { .path = path, .fmt = NUM2INT(fmt) };
+	struct save s = { .path = path, .fmt = NUM2INT(fmt), .threads = rb_ary_new() };
 
 	FilePathValue(s.path);
 	if (!g.gen)
 		rb_raise(rb_eRuntimeError, "RbPeek::Trace.save: nothing recorded (call RbPeek::Trace.start first)");
 	rb_ensure(save_body, (VALUE)&s, save_cleanup, (VALUE)&s);
 	RB_GC_GUARD(s.path);
+	RB_GC_GUARD(s.threads);
 	return path;
 }
 
