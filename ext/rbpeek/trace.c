@@ -863,7 +863,8 @@ __attribute__((visibility("default"))) void Init_trace_ext(void)
 	VALUE mTrace = rb_define_module_under(mRbPeek, "Trace");
 
 	g.use_tsc = tsc_usable() && !getenv("RBPEEK_TRACE_NO_TSC");
-	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, NULL));
+	/* non-NULL data: the GC calls no dmark for a NULL one */
+	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, &g));
 	pthread_atfork(NULL, NULL, after_fork_child);
 	rb_define_module_function(mTrace, "_start", t_start, -1);
 	rb_define_module_function(mTrace, "_clock_cost", t_clock_cost, 0);

@@ -17,7 +17,7 @@ include E2E
 include TraceCheck
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/api trace/gem trace/bounded trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/gem trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -159,6 +159,42 @@ test("trace/api") do
   if got != want then fail("trace/api", "parent/child trees #{got.inspect}, expected #{want.inspect}")
   elsif child.tid != r.stdout.to_i then fail("trace/api", "child's thread track has tid #{child.tid}, child pid #{r.stdout.strip}")
   else ok("trace/api", "errors raised; fork: parent #{got[0]}, child #{got[1]}")
+  end
+end
+
+# GC safety: threads that come and go, fibers (Enumerator#next), anonymous
+# classes, GC.start and GC.compact while saving over and over; the Thread
+# objects and classes a save names must still be alive (and unmoved).
+test("trace/gc-safety") do
+  prog = <<~'RUBY'
+    require "rbpeek/trace"
+    def f(n) = n.zero? ? 0 : f(n - 1)
+    RbPeek::Trace.start(buffer_size: 4096)
+    stop = false
+    workers = Array.new(3) { Thread.new { until stop; Thread.new { f(50); Class.new.new }.join; f(20); end } }
+    fibs = Thread.new { until stop; e = Enumerator.new { |y| 3.times { |i| y << f(i) } }; e.next; e.next; end }
+    30.times do |i|
+      RbPeek::Trace.reset if i.even?
+      RbPeek::Trace.save(ARGV[0], format: i % 3 == 0 ? :json : :perfetto)
+      GC.start if i % 10 == 0
+      GC.compact if i % 7 == 0 && GC.respond_to?(:compact)
+    end
+    stop = true
+    (workers + [fibs]).each(&:join)
+    GC.stress = true # every allocation collects: dead threads' objects go at once
+    RbPeek::Trace.save(ARGV[0])
+    GC.stress = false
+    puts RbPeek::Trace.stats[:threads]
+  RUBY
+  out = File.join(work, "gc-safety.pftrace")
+  r = E2E.run([RUBY, "-I#{EXT}", "-e", prog, out], timeout: 60)
+  tracks = r.status&.zero? && TraceReader.read(out)
+  if !tracks then fail("trace/gc-safety", r.describe)
+  else
+    threads = tracks.values.select(&:tid)
+    threads.each { |t| TraceReader.tree(t) }
+    fibers = tracks.values.count { |t| t.name.to_s.start_with?("fiber ") }
+    ok("trace/gc-safety", "#{threads.size} thread tracks, #{fibers} fiber tracks, balanced")
   end
 end
 
