@@ -1,6 +1,7 @@
 /*
  * trace.c - RbPeek::Trace, an in-process flight recorder of every method
- * call, GC step and GVL change of a Ruby process.
+ * call, GC step and GVL change of a Ruby process (plus, through ktrace.h,
+ * its syscalls and scheduler states).
  *
  * The workload: a hook runs on every call and return (tens of millions a
  * second), a save happens rarely (a slow request).  So the hook does as
@@ -9,27 +10,32 @@
  *   - one event hook (rb_add_event_hook) for call/return, C call/return
  *     and optionally block call/return; it reads the thread's ring from a
  *     thread-local pointer, turns (owner class, method id) into a small
- *     method id through an open-addressing table, and stores a 16-byte
+ *     method id through an open-addressing table (the VM passes both for C
+ *     methods; rb_frame_method_id_and_class reads them from the frame for
+ *     Ruby methods and blocks), and stores a 16-byte
  *     record {cycle counter, kind | id << 8} at ring[head++ & mask];
  *   - the kind is the bit number of Ruby's event flag (one tzcnt);
  *   - rings are per thread, a power of two of records, and keep the newest
  *     records: a long-running process never grows;
- *   - classes in the method table are marked (so pinned: neither freed nor
- *     moved by compaction), which makes symbolizing at save time safe;
+ *   - classes in the method table and the rings' Thread objects are marked
+ *     (so pinned: neither freed nor moved by compaction), which makes
+ *     symbolizing at save time safe;
  *   - the window is [last reset, save]: reset only remembers each ring's
  *     head and the time, it never touches the hooks;
  *   - timestamps are rdtsc on x86-64 with an invariant TSC, converted to
  *     CLOCK_MONOTONIC at save time by a two-point calibration (start,
  *     save); elsewhere clock_gettime(CLOCK_MONOTONIC).
  *
- * Exceptions: Ruby fires RETURN (with method id 0) for every Ruby frame an
- * exception or throw unwinds and C_RETURN for C frames, so the writer
- * rebuilds balanced slices by kind (trace_write.c).  Fibers: a FIBER
+ * Exceptions: Ruby fires RETURN for every Ruby frame an exception or throw
+ * unwinds (before popping it, so the frame still names the method) and
+ * C_RETURN for C frames, and the writer rebuilds balanced slices by kind
+ * (trace_write.c).  Fibers: a FIBER
  * record (the fiber's object_id) marks each switch, the writer gives each
  * fiber a track.  GC: internal events (no Ruby calls allowed there) only
  * push records into an already attached ring.  GVL (3.2+): the internal
  * thread event hook, which may run without the GVL, again only pushes into
- * the calling thread's own ring.
+ * the calling thread's own ring.  Kernel streams: opened by start(),
+ * reset by reset(), drained at save and merged in by the writer.
  *
  * Threading: everything but the GVL hook runs holding the GVL, so the
  * method table and the ring list need no locks.  A ring belongs to one

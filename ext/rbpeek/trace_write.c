@@ -670,20 +670,37 @@ static void syscall_event(struct writer *wr, struct fiber *f, const struct rbk_e
 	/* an exit whose enter was before the window: left out */
 }
 
-/* The kernel events of thread tid: [*lo, *hi) of wr->kidx. */
-static void kernel_range(const struct writer *wr, pid_t tid, size_t *lo, size_t *hi)
+/*
+ * The kernel events of window w: [*lo, *hi) of wr->kidx, those of its
+ * thread id between the window's start and the thread's end.  One native
+ * thread may have run several Ruby threads (Ruby caches native threads), so
+ * a thread id alone does not say which window an event belongs to.
+ */
+static void kernel_range(const struct writer *wr, const struct rbt_thread_window *w, uint64_t start,
+			 size_t *lo, size_t *hi)
 {
+	const struct rbk_event *kev = wr->tr->kev;
+	uint64_t end = UINT64_MAX;
+	pid_t tid = w->tid;
 	size_t a = 0, b = wr->tr->nkev;
+
+	for (size_t i = w->n; i-- > 0;)
+		if (RBT_KIND(w->recs[i].v) == RBT_THREAD_END) {
+			end = w->recs[i].t;
+			break;
+		}
 
 	while (a < b) {
 		size_t m = (a + b) / 2;
-		if (wr->tr->kev[wr->kidx[m]].tid < tid)
+		if (kev[wr->kidx[m]].tid < tid)
 			a = m + 1;
 		else
 			b = m;
 	}
+	while (a < wr->tr->nkev && kev[wr->kidx[a]].tid == tid && kev[wr->kidx[a]].ts_ns < start)
+		a++;
 	*lo = a;
-	while (a < wr->tr->nkev && wr->tr->kev[wr->kidx[a]].tid == tid)
+	while (a < wr->tr->nkev && kev[wr->kidx[a]].tid == tid && kev[wr->kidx[a]].ts_ns <= end)
 		a++;
 	*hi = a;
 }
@@ -702,7 +719,7 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 
 	if (!cur)
 		return;
-	kernel_range(wr, w->tid, &kj, &khi);
+	kernel_range(wr, w, start, &kj, &khi);
 	if (out) {
 		if (w->n && w->recs[w->n - 1].t > end)
 			end = w->recs[w->n - 1].t;

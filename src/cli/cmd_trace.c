@@ -111,10 +111,13 @@ static int run(char **cmd, const char *out)
 {
 	struct stat st;
 	int status, e = 0, fds[2];
+	/* a device or FIFO (-o /dev/stdout) is written in place and never removed */
+	int special = !stat(out, &st) && !S_ISREG(st.st_mode);
 
 	if (pipe2(fds, O_CLOEXEC))
 		return EXIT_INTERNAL;
-	unlink(out);  /* so that a stale file is not taken for this run's trace */
+	if (!special)
+		unlink(out);  /* so that a stale file is not taken for this run's trace */
 	fflush(NULL);
 	if ((child = fork()) < 0)
 		return EXIT_INTERNAL;
@@ -139,13 +142,14 @@ static int run(char **cmd, const char *out)
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
 			return EXIT_INTERNAL;
-	if (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size) {
+	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
 			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
 			"(build it for that Ruby: gem install rbpeek, or set RBPEEK_TRACE_LIB)\n", out);
 		return EXIT_OUTPUT;
 	}
-	fprintf(stderr, "rbpeek: trace written to %s (%lld bytes)\n", out, (long long)st.st_size);
+	if (!special)
+		fprintf(stderr, "rbpeek: trace written to %s (%lld bytes)\n", out, (long long)st.st_size);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

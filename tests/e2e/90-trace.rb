@@ -17,7 +17,7 @@ include E2E
 include TraceCheck
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/gem trace/bounded trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/gem trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -56,6 +56,16 @@ test("trace/cli-json") do
   if !main then fail("trace/cli-json", r.describe)
   elsif got.include?("Object#x{Array#map}") then ok("trace/cli-json")
   else fail("trace/cli-json", "tree #{got.inspect}, expected it to contain #{want}")
+  end
+end
+
+# -o /dev/null: written in place, never removed or replaced.
+test("trace/cli-devnull") do
+  r = rbpeek("trace", "-o", "/dev/null", "--", RUBY, "-e", "def x; end; x", timeout: 30, env: { "RBPEEK_TRACE_LIB" => EXT })
+  st = File.stat("/dev/null")
+  if !st.chardev? then fail("trace/cli-devnull", "/dev/null is no longer a character device!")
+  elsif r.status != 0 then fail("trace/cli-devnull", r.describe)
+  else ok("trace/cli-devnull")
   end
 end
 
