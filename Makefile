@@ -5,6 +5,8 @@
 #   make example    install dependencies if missing, profile examples/ and say where the result is
 #   make asan       the test suite built with -fsanitize=address,undefined (in build-asan/)
 #   make ext        the tracer extension for $(RUBY) (build/ext/, also part of `make`)
+#   make fuzz       run every libFuzzer target for FUZZ_TIME seconds (default 600)
+#                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make clean
 
 VERSION   := 0.1.0
@@ -16,6 +18,12 @@ CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # libdw/libelf (elfutils) only for --native (src/proc/native.c): --as-needed
 # keeps them out of binaries that do not use it (unit tests, benches).
 LDLIBS    += -lz -Wl,--as-needed -ldw -lelf -Wl,--no-as-needed
+
+ifeq ($(FUZZ),1)
+CC        := clang
+CFLAGS    := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
 
 ifeq ($(SAN),1)
 CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -90,7 +98,30 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-build-tests: all $(UNIT_BIN)
+build-tests: all $(UNIT_BIN) $(BUILD)/mkseed_walk
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang into build-fuzz/.
+FUZZ_BUILD := build-fuzz
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
+FUZZ_TIME ?= 600
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(LIB)
+	$(CC) $(CPPFLAGS) -Itests/fuzz $(WARN) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+fuzz-bins: $(FUZZ_BIN)
+
+# Skipped (tests/run says so) when clang or its libFuzzer is missing.
+fuzz-build:
+	@if command -v clang >/dev/null; then \
+		$(MAKE) --no-print-directory FUZZ=1 BUILD=$(FUZZ_BUILD) fuzz-bins; fi
+
+fuzz: deps fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_TIME) FUZZ_BUILD=$(FUZZ_BUILD) tests/run fuzz
+
+# A seed for fuzz_walk from a live Ruby process (see tests/fuzz/mkseed_walk.c).
+$(BUILD)/mkseed_walk: tests/fuzz/mkseed_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Dependencies (apt packages, Ruby chroots) are installed by our own script,
 # idempotently; it does nothing when everything is present.
@@ -99,10 +130,12 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory build-tests
-	@BUILD=$(BUILD) tests/run
+	@[ -n "$(SAN)" ] || $(MAKE) --no-print-directory fuzz-build
+	@BUILD=$(BUILD) FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run
 
+# The fuzz targets are sanitizer builds already: make test runs them.
 asan:
-	@$(MAKE) --no-print-directory SAN=1 BUILD=build-asan test
+	@$(MAKE) --no-print-directory SAN=1 BUILD=build-asan FUZZ_SECONDS=0 test
 
 example: deps
 	@$(MAKE) --no-print-directory $(BIN)
@@ -126,8 +159,8 @@ $(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(FUZZ_BUILD)
 
 
-.PHONY: all ext build-tests deps test asan example bench clean
+.PHONY: all ext build-tests deps test asan example bench clean fuzz fuzz-build fuzz-bins
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
