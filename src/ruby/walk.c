@@ -542,7 +542,8 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out
 		if (t->err)
 			out->n_frames = t->first_frame;
 		t->n_frames = out->n_frames - t->first_frame;
-		fill_cfunc_locations(out->frames + t->first_frame, t->n_frames);
+		if (t->n_frames)   /* out->frames is NULL until a first frame */
+			fill_cfunc_locations(out->frames + t->first_frame, t->n_frames);
 	}
 	rv_gc_mark_threads(vm, out);
 done:
