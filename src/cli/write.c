@@ -173,16 +173,21 @@ int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
 	char dir[4096], raw_path[8192];
 	struct rbp_output_opts oo = { .title = title };
-	int rc = 0;
+	int rc = 0, raw_kept = 0;
 
 	if (!cache_dir(dir, sizeof(dir))) {
 		cli_default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
-		if (!cli_write_file(p, &raw_fmt, &oo, raw_path))
+		if ((raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path)))
 			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
 				raw_path);
 	}
-	if ((rc = cli_write_file(p, fmt, &oo, output)))
+	if ((rc = cli_write_file(p, fmt, &oo, output))) {
+		/* disk full, say: nothing recorded is lost while the raw file is there */
+		if (raw_kept)
+			fprintf(stderr, "hint: the recording is kept: rbpeek report -i %s -f %s -o FILE\n",
+				raw_path, fmt->name);
 		return rc;
+	}
 	if (!silent || strcmp(output, "-"))
 		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
 	return 0;
