@@ -18,10 +18,15 @@
 #   util-linux        setpriv (permission tests run rbpeek as nobody)
 #   coreutils         timeout (every test runs under one)
 #   protobuf-compiler protoc --decode checks the tracer's Perfetto files
-#   ruby-prof, ruby-stackprof  peers of the tracer benchmark (bench/trace)
+#   ruby-prof, ruby-stackprof  peers of the tracer benchmark (bench/trace);
+#                     stackprof also of make bench's target slowdown
+#   clang, libclang-rt-14-dev
+#                     libFuzzer (tests/fuzz, make fuzz-build)
+#   sudo              the privilege tests (rbpeek run under sudo)
 set -eu
 
-PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof"
+PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
+	clang libclang-rt-14-dev sudo"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.
