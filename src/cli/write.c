@@ -139,10 +139,12 @@ static int make_dirs(char *path)
 		if (*p != '/')
 			continue;
 		*p = 0;
-		mkdir(path, 0755);
+		if (!mkdir(path, 0755))
+			cli_chown_to_invoker(path);   /* under sudo: the user's, as a file */
 		*p = '/';
 	}
-	mkdir(path, 0755);
+	if (!mkdir(path, 0755))
+		cli_chown_to_invoker(path);
 	return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
 }
 

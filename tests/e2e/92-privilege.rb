@@ -1,0 +1,108 @@
+# frozen_string_literal: true
+#
+# 92-privilege.rb - rbpeek under sudo, the way a user runs it: an ordinary
+# user (a throwaway system account, rbpeek-e2e, created once) allowed by a
+# sudoers.d rule to run this build's rbpeek as root, runs
+# `sudo rbpeek record -o FILE -- ruby ...` with umask 027.  The spawned
+# program runs as that user (uid, euid, gid and groups, never root), and the
+# output and raw files belong to that user with the mode its umask gives
+# (0640), not to root; so do the cache directories rbpeek makes.
+require "etc"
+require "rbconfig"
+require "tmpdir"
+require_relative "lib/e2e"
+require_relative "lib/record"
+include E2E
+
+USER = "rbpeek-e2e"
+SUDOERS = "/etc/sudoers.d/rbpeek-e2e"
+names = %w[privilege/sudo-spawn]
+exit 0 if skip_without_rbpeek(names)
+
+def why_not
+  return "needs root (creates a user and a sudoers rule)" unless root?
+  return "sudo not installed (tools/install-deps.sh installs it)" unless system("command -v sudo >/dev/null 2>&1")
+  return "setpriv not installed" unless system("command -v setpriv >/dev/null 2>&1")
+
+  # rbpeek must be reachable by the user: every directory above it searchable
+  dir = File.dirname(RBPEEK)
+  until dir == "/"
+    return "#{dir} is not searchable by other users" unless File.stat(dir).mode & 0o001 != 0
+
+    dir = File.dirname(dir)
+  end
+  nil
+end
+
+# The user and the rule, made idempotently (the rule names this build's rbpeek).
+def ensure_user_and_rule
+  unless (Etc.getpwnam(USER) rescue nil)
+    res = run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+               "--shell", "/usr/sbin/nologin", USER])
+    raise "useradd: #{res.describe}" unless res.status&.zero?
+  end
+  rule = "#{USER} ALL=(root) NOPASSWD:SETENV: #{RBPEEK}\n"
+  return if (File.read(SUDOERS) rescue nil) == rule
+
+  tmp = "#{SUDOERS}.tmp"
+  File.write(tmp, rule, perm: 0o440)
+  res = run(["visudo", "-cf", tmp])
+  raise "visudo rejects #{rule.inspect}: #{res.describe}" unless res.status&.zero?
+
+  File.rename(tmp, SUDOERS)
+end
+
+if (why = why_not)
+  names.each { |n| skip(n, why) }
+  exit 0
+end
+
+test("privilege/sudo-spawn") do
+  ensure_user_and_rule
+  pw = Etc.getpwnam(USER)
+  dir = Dir.mktmpdir("rbpeek-sudo-")
+  probs = []
+  begin
+    File.chown(pw.uid, pw.gid, dir)
+    File.chmod(0o755, dir)
+    out = File.join(dir, "out.txt")
+    ids = File.join(dir, "ids")
+    script = "File.write(#{ids.inspect}, [Process.uid, Process.euid, Process.gid, Process.egid, " \
+             "Process.groups.sort.join(%q(,))].join(' ')); def work; i = 0; i += 1 while i < 10_000; end; " \
+             "t = Time.now; work while Time.now - t < 1"
+    cmd = ["sudo", "-n", "--preserve-env=XDG_CACHE_HOME", RBPEEK, "record", "-f", "collapsed", "-o", out,
+           "--", RbConfig.ruby, "-e", script]
+    res = run(["setpriv", "--reuid=#{pw.uid}", "--regid=#{pw.gid}", "--init-groups", "--",
+               "sh", "-c", 'umask 027; exec "$@"', "sh", *cmd],
+              env: { "XDG_CACHE_HOME" => File.join(dir, "cache") }, chdir: dir, timeout: 30)
+    raise "sudo rbpeek record: #{res.describe}" unless res.status&.zero?
+
+    raise "the program wrote no #{ids}: #{res.describe}" unless File.exist?(ids)
+
+    got = File.read(ids).split(" ")
+    want = [pw.uid, pw.uid, pw.gid, pw.gid].map(&:to_s)
+    probs << "program ran as uid/euid/gid/egid #{got.first(4).join('/')}, expected #{want.join('/')}" unless got.first(4) == want
+    probs << "program kept root's groups: #{got[4].inspect}" if got[4].to_s.split(",").include?("0")
+    raw = Record.raw_path_of(res)
+    probs << "no raw file reported: #{Record.stderr_of(res)[-300..].inspect}" unless raw
+    [out, ids, raw].compact.each do |f|
+      next probs << "#{f} missing" unless File.exist?(f)
+
+      st = File.stat(f)
+      probs << "#{f} owned by #{st.uid}:#{st.gid}, expected #{pw.uid}:#{pw.gid}" unless [st.uid, st.gid] == [pw.uid, pw.gid]
+      probs << "#{f} has mode #{format('%04o', st.mode & 0o7777)}, expected 0640 (umask 027)" unless st.mode & 0o7777 == 0o640
+    end
+    # directories rbpeek makes for the user (the cache) are the user's too
+    cache = File.join(dir, "cache")
+    [cache, File.join(cache, "rbpeek")].each do |d|
+      st = File.stat(d)
+      probs << "#{d} (made by rbpeek) owned by #{st.uid}:#{st.gid}, expected #{pw.uid}:#{pw.gid}" unless [st.uid, st.gid] == [pw.uid, pw.gid]
+    end
+    probs << "the profile has no sample of the program's work" if File.exist?(out) && !File.read(out).include?("Object#work")
+  ensure
+    FileUtils.rm_rf(dir)
+  end
+  probs.empty? ? ok("privilege/sudo-spawn", "program as #{USER}, files #{USER}'s with mode 0640") : fail("privilege/sudo-spawn", probs.join("\n"))
+end
+
+finish
