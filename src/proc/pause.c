@@ -14,6 +14,7 @@
  * die, the kernel detaches its tracees and (with SEIZE) they run on.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,10 +194,18 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 			return RBP_OK;
 		if (now_ns() > deadline)
 			return RBP_EPTRACE;
-		if (++spins > 20) {
-			struct timespec ts = { 0, 50000 };
+		/*
+		 * A thread takes a few microseconds to stop (longer when it has
+		 * to be scheduled first): yield once, so that it can run on our
+		 * CPU, then sleep in growing steps rather than spin on waitpid.
+		 */
+		if (++spins == 1) {
+			sched_yield();
+		} else {
+			long step = spins < 8 ? 5000L << spins : 500000L;
+			struct timespec ts = { 0, step };
 
-			if (spins % 32 == 0)
+			if (spins % 16 == 0)
 				drop_zombies(p);
 			nanosleep(&ts, NULL);
 		}
