@@ -22,6 +22,7 @@ void rbp_profile_free(struct rbp_profile *p)
 	rbp_strpool_free(&p->strings);
 	rbp_hmap_clear(&p->frame_index);
 	rbp_hmap_clear(&p->node_index);
+	rbp_hmap_clear(&p->thread_index);
 	free(p->frames);
 	free(p->frame_next);
 	free(p->nodes);
@@ -104,18 +105,39 @@ int rbp_profile_child(struct rbp_profile *p, uint32_t parent, uint32_t frame, ui
 	return rbp_hmap_put(&p->node_index, key, *node + 1ull);
 }
 
+/* Key of (pid, tid) in thread_index: exact, 0 only for (-1, -1). */
+static uint64_t thread_key(int32_t pid, int32_t tid)
+{
+	return (((uint64_t)(uint32_t)pid << 32) | (uint32_t)tid) + 1;
+}
+
+/* Index of thread (pid, tid), or -1 (looked up by hash: 1,000s of threads churn). */
+static long find_thread(const struct rbp_profile *p, int32_t pid, int32_t tid)
+{
+	uint64_t key = thread_key(pid, tid), v;
+
+	if (key)
+		return rbp_hmap_get(&p->thread_index, key, &v) ? (long)v - 1 : -1;
+	for (size_t i = 0; i < p->n_threads; i++)
+		if (p->threads[i].pid == pid && p->threads[i].tid == tid)
+			return (long)i;
+	return -1;
+}
+
 int rbp_profile_thread(struct rbp_profile *p, int32_t pid, int32_t tid, const char *name,
 		       uint32_t *idx)
 {
-	for (size_t i = 0; i < p->n_threads; i++) {
-		if (p->threads[i].pid == pid && p->threads[i].tid == tid) {
-			if (name && *name && strcmp(p->threads[i].name, name))
-				p->threads[i].name = rbp_profile_str(p, name);
-			*idx = (uint32_t)i;
-			return RBP_OK;
-		}
+	long i = find_thread(p, pid, tid);
+	uint64_t key = thread_key(pid, tid);
+
+	if (i >= 0) {
+		if (name && *name && strcmp(p->threads[i].name, name))
+			p->threads[i].name = rbp_profile_str(p, name);
+		*idx = (uint32_t)i;
+		return RBP_OK;
 	}
-	if (rbp_grow(&p->threads, &p->cap_threads, p->n_threads + 1, sizeof(*p->threads)))
+	if (rbp_grow(&p->threads, &p->cap_threads, p->n_threads + 1, sizeof(*p->threads)) ||
+	    (key && rbp_hmap_put(&p->thread_index, key, p->n_threads + 1)))
 		return RBP_ENOMEM;
 	p->threads[p->n_threads] = (struct rbp_pthread){ pid, tid, rbp_profile_str(p, name) };
 	*idx = (uint32_t)p->n_threads++;

@@ -90,6 +90,7 @@ struct rbp_profile {
 	struct rbp_hmap node_index;      /* mix(parent, frame) -> node id + 1 */
 	struct rbp_pthread *threads;
 	size_t n_threads, cap_threads;
+	struct rbp_hmap thread_index;    /* (pid, tid) key -> thread index + 1 */
 	struct rbp_sample *samples;
 	uint8_t *sample_flags;           /* parallel to samples */
 	size_t n_samples, cap_samples;
