@@ -78,6 +78,14 @@ static pid_t spawn(int churn)
 	if (read(fds[0], &c, 1) != 1)
 		pid = -1;
 	close(fds[0]);
+	/* the main thread goes on to pause() after writing: wait until it sleeps there */
+	for (int i = 0; pid > 0 && !churn && i < 2000; i++) {
+		struct rbp_task_info ti;
+		struct timespec ts = { 0, 1000000 };
+		if (!rbp_task_info(pid, pid, &ti) && ti.state == 'S')
+			break;
+		nanosleep(&ts, NULL);
+	}
 	return pid;
 }
 
