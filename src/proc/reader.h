@@ -16,9 +16,19 @@
 
 struct rbp_reader;
 
+/* One range of a batched read (rbp_readv): each succeeds or fails alone. */
+struct rbp_read_req {
+	uint64_t addr;
+	void *buf;
+	size_t len;
+	int err;      /* out: RBP_OK or why this range could not be read */
+};
+
 struct rbp_reader_ops {
 	/* Fill buf[0..len) from target address addr; all or nothing. */
 	int (*read)(struct rbp_reader *r, uint64_t addr, void *buf, size_t len);
+	/* Optional: many ranges at once (a live process: few system calls). */
+	void (*readv)(struct rbp_reader *r, struct rbp_read_req *v, size_t n);
 	/* Release everything the reader owns, including r itself. */
 	void (*close)(struct rbp_reader *r);
 };
@@ -36,6 +46,20 @@ static inline int rbp_read(struct rbp_reader *r, uint64_t addr, void *buf,
 	r->reads++;
 	r->bytes += len;
 	return r->ops->read(r, addr, buf, len);
+}
+
+/* Read every range of v, each all or nothing, setting its err. */
+static inline void rbp_readv(struct rbp_reader *r, struct rbp_read_req *v, size_t n)
+{
+	r->reads++;
+	for (size_t i = 0; i < n; i++)
+		r->bytes += v[i].len;
+	if (r->ops->readv) {
+		r->ops->readv(r, v, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i].err = r->ops->read(r, v[i].addr, v[i].buf, v[i].len);
 }
 
 static inline void rbp_reader_close(struct rbp_reader *r)

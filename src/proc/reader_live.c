@@ -5,7 +5,8 @@
  * When it is missing (ENOSYS) or refused by a seccomp profile (EPERM) the
  * reader switches for good to pread(2) on /proc/PID/mem, which the kernel
  * allows under the same ptrace access check.  Reads are all or nothing:
- * a short read means part of the range is unmapped (RBP_EFAULT).
+ * a short read means part of the range is unmapped (RBP_EFAULT).  Batches
+ * of ranges (rbp_readv) go in one process_vm_readv call.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +115,45 @@ static int live_read(struct rbp_reader *base, uint64_t addr, void *buf,
 	return map_errno(r->pid, errno);
 }
 
+#define MAX_IOV 1024   /* UIO_MAXIOV */
+
+/*
+ * Many ranges in one process_vm_readv per MAX_IOV ranges.  The kernel
+ * stops at the first range it cannot read and never splits one, so the
+ * byte count tells which ranges are complete; the failing range is read
+ * again alone (for its error), and the rest in a new call.
+ */
+static void live_readv(struct rbp_reader *base, struct rbp_read_req *v, size_t n)
+{
+	struct live_reader *r = (struct live_reader *)base;
+	struct iovec local[MAX_IOV], remote[MAX_IOV];
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = 0;
+		for (size_t j = i; j < n && k < MAX_IOV; j++, k++) {
+			local[k] = (struct iovec){ v[j].buf, v[j].len };
+			remote[k] = (struct iovec){ (void *)(uintptr_t)v[j].addr, v[j].len };
+		}
+		ssize_t got = r->use_mem ? -1 : process_vm_readv(r->pid, local, k, remote, k, 0);
+		if (got < 0) {   /* fallback, a gone process...: one by one says why */
+			for (size_t j = i; j < i + k; j++)
+				v[j].err = live_read(base, v[j].addr, v[j].buf, v[j].len);
+			i += k;
+			continue;
+		}
+		size_t done = (size_t)got;
+		for (; i < n && k > 0 && v[i].len <= done; i++, k--) {
+			done -= v[i].len;
+			v[i].err = RBP_OK;
+		}
+		if (k > 0) {   /* v[i] failed: its own error, then go on after it */
+			v[i].err = live_read(base, v[i].addr, v[i].buf, v[i].len);
+			i++;
+		}
+	}
+}
+
 static void live_close(struct rbp_reader *base)
 {
 	struct live_reader *r = (struct live_reader *)base;
@@ -125,6 +165,7 @@ static void live_close(struct rbp_reader *base)
 
 static const struct rbp_reader_ops live_ops = {
 	.read = live_read,
+	.readv = live_readv,
 	.close = live_close,
 };
 

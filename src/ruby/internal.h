@@ -67,18 +67,25 @@ struct rbp_vm {
 	int32_t pthread_tid_off;        /* offset of tid in the C library's struct pthread,
 					 * for Rubies that keep only pthread_t; 0 unknown */
 
-	/* scratch buffers reused across samples */
-	uint8_t *cfp_buf;
+	/* scratch buffers reused across samples (see walk.c) */
+	uint8_t *thr_buf;               /* copies of every rb_thread_t */
+	size_t thr_cap;
+	struct rbp_read_req *reqs;      /* one batch of reads */
+	size_t reqs_cap;
+	uint8_t *cfp_buf;               /* every thread's control frames */
 	size_t cfp_cap;
-	uint8_t *stk_buf;               /* copy of the used part of a VM stack */
+	uint8_t *stk_buf;               /* copies of the used parts of the VM stacks */
 	size_t stk_cap;
-	uint64_t stk_lo, stk_hi;        /* its address range, [lo, hi) */
+	const uint8_t *stk_cur;         /* the copy of the thread being walked ... */
+	uint64_t stk_lo, stk_hi;        /* ... and its address range, [lo, hi) */
 
 	struct rbp_vm_stats stats;
 };
 
 /* ---- memory -------------------------------------------------------- */
 int rv_read(struct rbp_vm *vm, uint64_t addr, void *buf, size_t len);
+/* Many ranges in one go (each req's err set); see rbp_readv(). */
+void rv_readv(struct rbp_vm *vm, struct rbp_read_req *v, size_t n);
 int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out);
 /* A word of the VM stack: from the bulk copy when inside it, else read. */
 int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out);

@@ -12,6 +12,7 @@
 #include "ruby/internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #define USER_SPACE_END 0x0000800000000000ull
 
@@ -24,6 +25,40 @@ int rv_read(struct rbp_vm *vm, uint64_t addr, void *buf, size_t len)
 	return rbp_read(vm->t->mem, addr, buf, len);
 }
 
+void rv_readv(struct rbp_vm *vm, struct rbp_read_req *v, size_t n)
+{
+	size_t bad = 0;
+
+	/* ranges that cannot be user space are not asked for: read as empty */
+	for (size_t i = 0; i < n; i++) {
+		v[i].err = RBP_OK;
+		if (v[i].addr < 4096 || v[i].len > USER_SPACE_END ||
+		    v[i].addr > USER_SPACE_END - v[i].len) {
+			v[i].len = 0;
+			v[i].err = RBP_EFAULT;
+			bad++;
+		}
+	}
+	if (bad == n)
+		return;
+	vm->stats.reads++;
+	for (size_t i = 0; i < n; i++)
+		vm->stats.bytes += v[i].len;
+	int *saved = NULL;
+	if (bad && !(saved = malloc(n * sizeof(*saved)))) {
+		for (size_t i = 0; i < n; i++)
+			v[i].err = RBP_ENOMEM;
+		return;
+	}
+	for (size_t i = 0; bad && i < n; i++)
+		saved[i] = v[i].err;
+	rbp_readv(vm->t->mem, v, n);
+	for (size_t i = 0; bad && i < n; i++)
+		if (saved[i])
+			v[i].err = saved[i];
+	free(saved);
+}
+
 int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 {
 	return rv_read(vm, addr, out, sizeof(*out));
@@ -32,7 +67,7 @@ int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 {
 	if (addr >= vm->stk_lo && addr + 8 <= vm->stk_hi && !(addr & 7)) {
-		memcpy(out, vm->stk_buf + (addr - vm->stk_lo), 8);
+		memcpy(out, vm->stk_cur + (addr - vm->stk_lo), 8);
 		return RBP_OK;
 	}
 	return rv_word(vm, addr, out);

@@ -42,6 +42,8 @@ void rbp_vm_free(struct rbp_vm *vm)
 	rbp_hmap_clear(&vm->thread_names);
 	rbp_strpool_free(&vm->pool);
 	free(vm->iseqs);
+	free(vm->thr_buf);
+	free(vm->reqs);
 	free(vm->cfp_buf);
 	free(vm->stk_buf);
 	free(vm);

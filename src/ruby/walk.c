@@ -22,6 +22,7 @@
 
 #define MAX_STACK_COPY (64u << 20)   /* bytes of VM stack copied at most */
 #define MAX_EP_CHAIN 4096            /* environments walked to find a method */
+#define MAX_BATCH (128u << 20)       /* bytes of frames (and of stacks) read per sample */
 
 /* ---- method entries ------------------------------------------------ */
 
@@ -199,11 +200,6 @@ static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 
 /* ---- threads ------------------------------------------------------- */
 
-struct thread_fields {
-	uint64_t ec, name, tid_word;
-	int32_t tid;
-};
-
 /* Bytes of rb_thread_t we read: up to its last field we use. */
 static size_t thread_span(const struct rbp_layout *L)
 {
@@ -216,19 +212,19 @@ static size_t thread_span(const struct rbp_layout *L)
 	return (size_t)max + 8;
 }
 
-static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
-		       uint64_t *ec)
+/*
+ * A thread's fields from its rb_thread_t (buf, thread_span() bytes read at
+ * th): *ec, Thread#name, and the OS tid when the struct holds it; else
+ * *tid_addr is where the tid is (in the native thread data or the C
+ * library's descriptor; 0 when unknown), read with the other threads'.
+ */
+static void decode_thread(struct rbp_vm *vm, uint64_t th, const uint8_t *buf,
+			  struct rbp_thread *out, uint64_t *ec, uint64_t *tid_addr)
 {
 	const struct rbp_layout *L = vm->L;
-	uint8_t buf[2048];
-	size_t span = thread_span(L);
-	int err;
 
-	if (span > sizeof(buf))
-		return RBP_EINVAL;
-	if ((err = rv_read(vm, th, buf, span)))
-		return err;
 	*ec = L->thread_ec_embedded ? th + L->thread_ec : rv_u64(buf, L->thread_ec);
+	*tid_addr = 0;
 	/*
 	 * Thread#name= stores a new frozen String, so the VALUE names its
 	 * contents: read each name once, not on every sample.
@@ -245,23 +241,22 @@ static int read_thread(struct rbp_vm *vm, uint64_t th, struct rbp_thread *out,
 	if (L->thread_tid >= 0) {
 		out->tid = (pid_t)rv_u32(buf, L->thread_tid);
 	} else if (L->thread_nt >= 0) {
-		int32_t tid;
 		uint64_t nt = rv_u64(buf, L->thread_nt);
-		if (nt && !rv_read(vm, nt + L->nt_tid, &tid, 4))
-			out->tid = tid;
+		if (nt)
+			*tid_addr = nt + L->nt_tid;
 	} else if (L->thread_id >= 0 && vm->pthread_tid_off) {
-		int32_t tid;
 		uint64_t pt = rv_u64(buf, L->thread_id);
 		uint64_t off = (uint64_t)(vm->pthread_tid_off > 0 ? vm->pthread_tid_off :
 					  -vm->pthread_tid_off);
-		if (pt && !rv_read(vm, pt + off, &tid, 4))
-			out->tid = tid;
+		if (pt)
+			*tid_addr = pt + off;
 	}
-	if (out->tid < 0)
-		out->tid = 0;
-	/* Ruby records ids as its own PID namespace sees them (a container) */
-	out->tid = rbp_target_our_tid(vm->t, out->tid);
-	return RBP_OK;
+}
+
+/* Ruby records ids as its own PID namespace sees them (a container). */
+static void set_tid(struct rbp_vm *vm, struct rbp_thread *out, int32_t tid)
+{
+	out->tid = rbp_target_our_tid(vm->t, tid < 0 ? 0 : tid);
 }
 
 /* 1 when tid (in the target's own PID namespace) is a thread of the target. */
@@ -328,15 +323,20 @@ static void find_pthread_tid(struct rbp_vm *vm, const uint64_t *ths, size_t n)
 	}
 }
 
-/* Copy the used part of the VM stack that the frames' eps point into. */
-static int copy_stack(struct rbp_vm *vm, uint64_t lo_limit, uint64_t hi_limit, size_t n)
+/*
+ * The used part of the VM stack that a thread's frames' eps point into
+ * (cfp: its n control frames), as [*lo, *hi); 0, 0 when none or too big
+ * to copy (then words are read one by one).
+ */
+static void stack_range(struct rbp_vm *vm, const uint8_t *cfp, uint64_t lo_limit,
+			uint64_t hi_limit, size_t n, uint64_t *lo_out, uint64_t *hi_out)
 {
 	const struct rbp_layout *L = vm->L;
 	uint64_t lo = UINT64_MAX, hi = 0;
 
-	vm->stk_lo = vm->stk_hi = 0;
+	*lo_out = *hi_out = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t ep = rv_u64(vm->cfp_buf + i * L->cfp_size, L->cfp_ep);
+		uint64_t ep = rv_u64(cfp + i * L->cfp_size, L->cfp_ep);
 		if (ep < lo_limit || ep >= hi_limit)
 			continue;
 		if (ep < lo)
@@ -345,17 +345,13 @@ static int copy_stack(struct rbp_vm *vm, uint64_t lo_limit, uint64_t hi_limit, s
 			hi = ep;
 	}
 	if (hi == 0)
-		return RBP_OK;
+		return;
 	lo = lo >= lo_limit + 16 ? lo - 16 : lo_limit;   /* ep[-2] */
 	hi += 8;
 	if (hi - lo > MAX_STACK_COPY)
-		return RBP_OK;   /* fall back to per-word reads */
-	int err = rbp_grow(&vm->stk_buf, &vm->stk_cap, hi - lo, 1);
-	if (err || (err = rv_read(vm, lo, vm->stk_buf, hi - lo)))
-		return err;
-	vm->stk_lo = lo;
-	vm->stk_hi = hi;
-	return RBP_OK;
+		return;
+	*lo_out = lo;
+	*hi_out = hi;
 }
 
 /*
@@ -432,17 +428,68 @@ static void fill_cfunc_locations(struct rbp_frame *f, size_t n)
 	}
 }
 
-static int walk_thread(struct rbp_vm *vm, uint64_t ec, struct rbp_stacks *out)
+/*
+ * Per-thread state of one rbp_vm_read_stacks(), between its batched reads.
+ * Offsets index vm->thr_buf (rb_thread_t copies), vm->cfp_buf (control
+ * frames) and vm->stk_buf (VM stack copies).
+ */
+struct rv_wthread {
+	int err;            /* first error for this thread */
+	int skip;           /* not wanted (rbp_vm_read_thread_stack of another) */
+	uint64_t ec;        /* its execution context */
+	uint64_t tid_addr;  /* where its tid is, when not in rb_thread_t */
+	int32_t tid;        /* read from tid_addr */
+	uint8_t ecbuf[64];  /* the head of the execution context */
+	uint64_t stack;     /* VM stack base, and end of the frames */
+	size_t n_cfp;       /* control frames */
+	size_t cfp_off;     /* into vm->cfp_buf */
+	uint64_t cfp;       /* address of the innermost control frame */
+	uint64_t stk_lo, stk_hi; /* VM stack range copied, [lo, hi) */
+	size_t stk_off;     /* into vm->stk_buf */
+};
+
+/* Room for n read requests in vm->reqs. */
+static int reqs_for(struct rbp_vm *vm, size_t n)
 {
-	const struct rbp_layout *L = vm->L;
-	uint8_t ecbuf[64];
+	return rbp_grow(&vm->reqs, &vm->reqs_cap, n ? n : 1, sizeof(*vm->reqs));
+}
+
+/* Batch 1: each thread's execution context, and its tid when elsewhere. */
+static int read_ecs(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
+{
+	size_t k = 0;
 	int err;
 
-	if ((err = rv_read(vm, ec, ecbuf, sizeof(ecbuf))))
+	if ((err = reqs_for(vm, 2 * n)))
 		return err;
-	uint64_t stack = rv_u64(ecbuf, L->ec_vm_stack);
-	uint64_t size = rv_u64(ecbuf, L->ec_vm_stack_size);
-	uint64_t cfp = rv_u64(ecbuf, L->ec_cfp);
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].err)
+			continue;
+		vm->reqs[k++] = (struct rbp_read_req){ w[i].ec, w[i].ecbuf, sizeof(w[i].ecbuf), 0 };
+		if (w[i].tid_addr)
+			vm->reqs[k++] = (struct rbp_read_req){ w[i].tid_addr, &w[i].tid, 4, 0 };
+	}
+	rv_readv(vm, vm->reqs, k);
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].err)
+			continue;
+		w[i].err = vm->reqs[k++].err;
+		if (w[i].tid_addr && vm->reqs[k++].err)
+			w[i].tid = 0;
+	}
+	return RBP_OK;
+}
+
+/* Where a thread's control frames are, from its execution context. */
+static int locate_frames(struct rbp_vm *vm, struct rv_wthread *w)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t stack = rv_u64(w->ecbuf, L->ec_vm_stack);
+	uint64_t size = rv_u64(w->ecbuf, L->ec_vm_stack_size);
+	uint64_t cfp = rv_u64(w->ecbuf, L->ec_cfp);
+
+	w->n_cfp = 0;
 	if (!stack || !cfp)
 		return RBP_OK;   /* not started yet, or finished */
 	if (size > (1ull << 32))
@@ -450,24 +497,104 @@ static int walk_thread(struct rbp_vm *vm, uint64_t ec, struct rbp_stacks *out)
 	uint64_t end = stack + size * 8;
 	if (cfp < stack || cfp > end || (end - cfp) % L->cfp_size)
 		return RBP_ECORRUPT;
-	size_t n = (size_t)((end - cfp) / L->cfp_size);
-	if (n > RV_MAX_FRAMES)
+	w->n_cfp = (size_t)((end - cfp) / L->cfp_size);
+	if (w->n_cfp > RV_MAX_FRAMES)
 		return RBP_ETOODEEP;
-	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, n * L->cfp_size + 1, 1)) ||
-	    (n && (err = rv_read(vm, cfp, vm->cfp_buf, n * L->cfp_size))))
-		return err;
-	if ((err = copy_stack(vm, stack, cfp, n)))
-		return err;
-	int32_t carry = 0;
-	for (size_t i = 0; i < n; i++)
-		if ((err = walk_frame(vm, vm->cfp_buf + i * L->cfp_size, out, &carry)))
-			return err;
+	w->stack = stack;
+	w->cfp = cfp;
 	return RBP_OK;
 }
 
-/* Addresses of all threads, main thread first. */
-static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *main_th,
-		       uint64_t *gvl_owner)
+/* Batch 3 itself: the stack copies sized by read_frames() below. */
+static int read_stacks_copy(struct rbp_vm *vm, size_t n, struct rv_wthread *w, size_t total)
+{
+	size_t k = 0;
+	int err;
+
+	if ((err = rbp_grow(&vm->stk_buf, &vm->stk_cap, total + 1, 1)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
+			vm->reqs[k++] = (struct rbp_read_req){ w[i].stk_lo, vm->stk_buf + w[i].stk_off,
+							       w[i].stk_hi - w[i].stk_lo, 0 };
+	rv_readv(vm, vm->reqs, k);
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
+			w[i].err = vm->reqs[k++].err;
+	return RBP_OK;
+}
+
+/*
+ * Batch 2: every thread's control frames; batch 3: the part of its VM
+ * stack they point into.  At most MAX_BATCH bytes each: threads beyond
+ * (absurd sizes in a corrupt image) fail with RBP_ETOODEEP.
+ */
+static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
+{
+	const struct rbp_layout *L = vm->L;
+	size_t total = 0, k = 0;
+	int err;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!w[i].err && !w[i].skip)
+			w[i].err = locate_frames(vm, &w[i]);
+		if (w[i].err || w[i].skip || !w[i].n_cfp)
+			continue;
+		if (w[i].n_cfp * L->cfp_size > MAX_BATCH - total) {
+			w[i].err = RBP_ETOODEEP;
+			continue;
+		}
+		w[i].cfp_off = total;
+		total += w[i].n_cfp * L->cfp_size;
+	}
+	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, total + 1, 1)) || (err = reqs_for(vm, n)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].err && w[i].n_cfp)
+			vm->reqs[k++] = (struct rbp_read_req){ w[i].cfp, vm->cfp_buf + w[i].cfp_off,
+							       w[i].n_cfp * L->cfp_size, 0 };
+	rv_readv(vm, vm->reqs, k);
+	k = 0;
+	total = 0;
+	for (size_t i = 0; i < n; i++) {
+		w[i].stk_lo = w[i].stk_hi = 0;
+		if (w[i].err || !w[i].n_cfp || (w[i].err = vm->reqs[k++].err))
+			continue;
+		stack_range(vm, vm->cfp_buf + w[i].cfp_off, w[i].stack, w[i].cfp, w[i].n_cfp,
+			    &w[i].stk_lo, &w[i].stk_hi);
+		if (w[i].stk_hi - w[i].stk_lo > MAX_BATCH - total)
+			w[i].stk_lo = w[i].stk_hi = 0;   /* read word by word */
+		w[i].stk_off = total;
+		total += w[i].stk_hi - w[i].stk_lo;
+	}
+	return read_stacks_copy(vm, n, w, total);
+}
+
+/* One thread's frames, from the copies read, appended to out. */
+static int walk_thread(struct rbp_vm *vm, const struct rv_wthread *w, struct rbp_stacks *out)
+{
+	const struct rbp_layout *L = vm->L;
+	int32_t carry = 0;
+	int err = RBP_OK;
+
+	vm->stk_cur = vm->stk_buf + w->stk_off;
+	vm->stk_lo = w->stk_lo;
+	vm->stk_hi = w->stk_hi;
+	for (size_t i = 0; i < w->n_cfp && !err; i++)
+		err = walk_frame(vm, vm->cfp_buf + w->cfp_off + i * L->cfp_size, out, &carry);
+	vm->stk_lo = vm->stk_hi = 0;
+	return err;
+}
+
+/*
+ * Addresses of all threads, main thread first, with a copy of each
+ * rb_thread_t (span bytes) in vm->thr_buf: the list is walked by reading
+ * each thread whole, its list node inside, so each thread costs one read.
+ * *main_err: the main thread's own read failed (the list may still be good).
+ */
+static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n,
+		       uint64_t *main_th, uint64_t *gvl_owner, int *main_err)
 {
 	const struct rbp_layout *L = vm->L;
 	uint64_t head, node, holder;
@@ -486,55 +613,96 @@ static int thread_list(struct rbp_vm *vm, uint64_t **ths, size_t *n, uint64_t *m
 		head = vm->vm_addr + L->vm_living_threads;
 		err = rv_word(vm, vm->vm_addr + L->vm_gvl_owner, gvl_owner);
 	}
-	if (err || (err = rv_word(vm, head, &node)))
-		return err;
-	if ((err = rbp_grow(ths, &cap, 1, sizeof(**ths))))
+	if (err || (err = rv_word(vm, head, &node)) || (err = rbp_grow(ths, &cap, 1, sizeof(**ths))) ||
+	    (err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
 		return err;
 	(*ths)[(*n)++] = *main_th;
-	while (node != head) {
-		if (*n > RV_MAX_THREADS)
-			return RBP_ECORRUPT;
-		uint64_t th = node - (uint64_t)L->thread_lt_node;
-		if (th != *main_th) {
-			if ((err = rbp_grow(ths, &cap, *n + 1, sizeof(**ths))))
-				return err;
+	*main_err = rv_read(vm, *main_th, vm->thr_buf, span);
+	/* a corrupt list may loop: a thread seen twice ends it */
+	struct rbp_hmap seen = { 0 };
+	int main_seen = 0;
+	while (!err && node != head) {
+		uint64_t th = node - (uint64_t)L->thread_lt_node, dummy;
+		if (*n > RV_MAX_THREADS || (th == *main_th && main_seen++) ||
+		    (th && rbp_hmap_get(&seen, th, &dummy))) {
+			err = RBP_ECORRUPT;
+		} else if (th == *main_th) {
+			if (*main_err)
+				err = rv_word(vm, node, &node);
+			else
+				node = rv_u64(vm->thr_buf, L->thread_lt_node);
+		} else if (!(err = rbp_grow(ths, &cap, *n + 1, sizeof(**ths))) &&
+			   !(err = rbp_grow(&vm->thr_buf, &vm->thr_cap, (*n + 1) * span, 1)) &&
+			   !(err = rv_read(vm, th, vm->thr_buf + *n * span, span)) &&
+			   !(err = th ? rbp_hmap_put(&seen, th, 1) : RBP_OK)) {
+			node = rv_u64(vm->thr_buf + *n * span, L->thread_lt_node);
 			(*ths)[(*n)++] = th;
 		}
-		if ((err = rv_word(vm, node, &node)))
-			return err;
 	}
-	return RBP_OK;
+	rbp_hmap_clear(&seen);
+	return err;
 }
 
-/* Every thread's stack, or only thread only_tid's when it is nonzero. */
+/*
+ * Every thread's stack (or only thread only_tid's when it is nonzero): the
+ * thread list (one read per thread, see thread_list()), then three batched
+ * reads whatever the number of threads (a live process: one
+ * process_vm_readv each): execution contexts (and tids), control frames,
+ * VM stacks.  Cache misses (new iseqs, lines, labels) cost more reads.
+ */
 static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out)
 {
 	uint64_t *ths = NULL, main_th = 0, gvl = 0;
-	size_t n = 0;
-	int err;
+	size_t n = 0, span = thread_span(vm->L);
+	struct rv_wthread *w = NULL;
+	int err, main_err = 0;
 
 	out->n_threads = out->n_frames = 0;
-	if ((err = thread_list(vm, &ths, &n, &main_th, &gvl)))
+	if (span > 2048)
+		return RBP_EINVAL;
+	if ((err = thread_list(vm, span, &ths, &n, &main_th, &gvl, &main_err)))
 		goto done;
 	find_pthread_tid(vm, ths, n);
-	if ((err = rbp_grow(&out->threads, &out->cap_threads, n, sizeof(*out->threads))))
+	if ((err = rbp_grow(&out->threads, &out->cap_threads, n, sizeof(*out->threads))) ||
+	    !(w = calloc(n, sizeof(*w)))) {
+		err = err ? err : RBP_ENOMEM;
 		goto done;
+	}
+	w[0].err = main_err;
 	for (size_t i = 0; i < n; i++) {
-		struct rbp_thread *t = &out->threads[out->n_threads++];
-		uint64_t ec = 0;
+		struct rbp_thread *t = &out->threads[i];
 		memset(t, 0, sizeof(*t));
 		t->addr = ths[i];
 		t->is_main = ths[i] == main_th;
 		t->has_gvl = ths[i] == gvl;
 		t->running = -1;
-		t->first_frame = out->n_frames;
-		t->err = read_thread(vm, ths[i], t, &ec);
-		if (only_tid && (t->err || t->tid != only_tid)) {
-			out->n_threads--;
+		if (!w[i].err)
+			decode_thread(vm, ths[i], vm->thr_buf + i * span, t, &w[i].ec, &w[i].tid_addr);
+	}
+	if ((err = read_ecs(vm, n, w)))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		struct rbp_thread *t = &out->threads[i];
+		if (w[i].tid_addr)
+			set_tid(vm, t, w[i].tid);
+		else if (!w[i].err)
+			set_tid(vm, t, t->tid);
+		/* one thread wanted: the others' frames are not even read */
+		if (only_tid && (w[i].err || t->tid != only_tid))
+			w[i].skip = 1;
+	}
+	if ((err = read_frames(vm, n, w)))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].skip)
 			continue;
-		}
+		struct rbp_thread *t = &out->threads[out->n_threads++];
+		if (t != &out->threads[i])
+			*t = out->threads[i];
+		t->first_frame = out->n_frames;
+		t->err = w[i].err;
 		if (!t->err)
-			t->err = walk_thread(vm, ec, out);
+			t->err = walk_thread(vm, &w[i], out);
 		if (t->err == RBP_ENOMEM) {
 			err = RBP_ENOMEM;
 			goto done;
@@ -547,6 +715,7 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out
 	}
 	rv_gc_mark_threads(vm, out);
 done:
+	free(w);
 	free(ths);
 	return err;
 }

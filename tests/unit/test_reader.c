@@ -166,6 +166,24 @@ static void test_live(unsigned char *buf)
 		CHECK_EQ_INT(rbp_read(r, UINT64_MAX - 3, got, 8), RBP_EFAULT);
 		CHECK_EQ_INT(rbp_read(r, 0xffffffffff600000ULL - 4096, got, 8), RBP_EFAULT);
 	}
+	TEST("live reader: batched reads fail range by range") {
+		unsigned char a[16], b[8], c[8], d[4];
+		struct rbp_read_req v[] = {
+			{ (uintptr_t)buf, a, sizeof(a), -1 },
+			{ 16, b, sizeof(b), -1 },                    /* unmapped */
+			{ (uintptr_t)buf + 200, c, sizeof(c), -1 },  /* after a failure */
+			{ (uintptr_t)buf, d, 0, -1 },                /* empty */
+			{ UINT64_MAX - 3, d, sizeof(d), -1 },        /* wraps */
+			{ (uintptr_t)buf + 300, d, sizeof(d), -1 },
+		};
+		rbp_readv(r, v, 6);
+		CHECK(v[0].err == RBP_OK && !memcmp(a, want, sizeof(a)));
+		CHECK_EQ_INT(v[1].err, RBP_EFAULT);
+		CHECK(v[2].err == RBP_OK && !memcmp(c, want + 200, sizeof(c)));
+		CHECK_EQ_INT(v[3].err, RBP_OK);
+		CHECK_EQ_INT(v[4].err, RBP_EFAULT);
+		CHECK(v[5].err == RBP_OK && !memcmp(d, want + 300, sizeof(d)));
+	}
 	TEST("live reader: /proc/PID/mem fallback under seccomp") {
 		CHECK_EQ_INT(read_under_seccomp(pid, buf, want), 0);
 	}
