@@ -5,6 +5,7 @@
 #   make example    install dependencies if missing, profile examples/ and say where the result is
 #   make asan       the test suite built with -fsanitize=address,undefined (in build-asan/)
 #   make ext        the tracer extension for $(RUBY) (build/ext/, also part of `make`)
+#   make valgrind   the end-to-end tests with every rbpeek run under valgrind
 #   make fuzz       run every libFuzzer target for FUZZ_TIME seconds (default 600)
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make clean
@@ -137,12 +138,17 @@ test: deps
 asan:
 	@$(MAKE) --no-print-directory SAN=1 BUILD=build-asan FUZZ_SECONDS=0 test
 
+# Every end-to-end and format test, each rbpeek under valgrind (slow: ~20x).
+valgrind: deps
+	@$(MAKE) --no-print-directory build-tests
+	@RBPEEK_VALGRIND=1 FUZZ_SECONDS=0 BUILD=$(BUILD) tests/run e2e formats
+
 example: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@examples/run
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
@@ -158,9 +164,12 @@ $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 $(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+$(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
 
 
-.PHONY: all ext build-tests deps test asan example bench clean fuzz fuzz-build fuzz-bins
+.PHONY: all ext build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

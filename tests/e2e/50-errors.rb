@@ -87,7 +87,7 @@ test("errors/permission-denied") do
     FileUtils.mkdir_p(dir)
     File.chmod(0o755, dir)
     bin = File.join(dir, "rbpeek")
-    FileUtils.cp(RBPEEK, bin)
+    FileUtils.cp(RBPEEK_BINARY, bin)
     File.chmod(0o755, bin)
     begin
       with_target("nested") do |t|

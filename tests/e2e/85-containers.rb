@@ -82,19 +82,19 @@ class CannotRunInside < StandardError; end
 def inside_rbpeek(ruby)
   # The sanitizer runtime wants its own library and the host's /proc; the
   # plain build (make test) covers running inside.
-  if run(["ldd", RBPEEK]).stdout.include?("libasan")
+  if run(["ldd", RBPEEK_BINARY]).stdout.include?("libasan")
     raise CannotRunInside, "a sanitizer build cannot run inside a container (the plain build covers it)"
   end
   inner = File.join(Chroots::INNER, ".bin")
   host = ruby.host_path(inner)
   FileUtils.mkdir_p(host)
-  FileUtils.cp(RBPEEK, File.join(host, "rbpeek"))
+  FileUtils.cp(RBPEEK_BINARY, File.join(host, "rbpeek"))
   direct = run(["chroot", ruby.dir, "#{inner}/rbpeek", "--version"])
   return [["#{inner}/rbpeek"], nil] if direct.status&.zero?
 
-  libs = run(["ldd", RBPEEK]).stdout.scan(%r{(?:=> |^\s*)(/\S+)}).flatten.uniq
+  libs = run(["ldd", RBPEEK_BINARY]).stdout.scan(%r{(?:=> |^\s*)(/\S+)}).flatten.uniq
   loader = libs.find { |l| File.basename(l).start_with?("ld-linux") } or
-    raise "no loader in ldd #{RBPEEK}; rbpeek in the chroot: #{direct.describe}"
+    raise "no loader in ldd #{RBPEEK_BINARY}; rbpeek in the chroot: #{direct.describe}"
   FileUtils.mkdir_p(File.join(host, "lib"))
   libs.each { |l| FileUtils.cp(l, File.join(host, "lib", File.basename(l))) }
   argv = ["#{inner}/lib/#{File.basename(loader)}", "--library-path", "#{inner}/lib", "#{inner}/rbpeek"]

@@ -13,7 +13,7 @@
 formats_init() {
 	cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 	BUILD=${BUILD:-build}
-	RBPEEK=$BUILD/rbpeek
+	RBPEEK=${RBPEEK_BIN:-$BUILD/rbpeek}   # tests/run's valgrind wrapper, if any
 	SHOTS=${RBPEEK_TEST_OUT:-/tmp}
 	FORMATS_NAME=$1
 	failed=0 pid=

@@ -18,10 +18,15 @@ module E2E
   ROOT = File.expand_path("../../..", __dir__)
   TARGETS = File.join(ROOT, "tests", "targets")
   BUILD = ENV.fetch("BUILD", "build")
-  RBPEEK = File.expand_path(File.join(BUILD, "rbpeek"), ROOT)
+  # The binary; RBPEEK is what tests run: the binary, or under
+  # RBPEEK_VALGRIND=1 tests/run's wrapper that runs it under valgrind.
+  RBPEEK_BINARY = File.expand_path(File.join(BUILD, "rbpeek"), ROOT)
+  RBPEEK = ENV.fetch("RBPEEK_BIN", RBPEEK_BINARY)
+  VALGRIND = ENV["RBPEEK_VALGRIND"] == "1"
   OUT = File.expand_path(ENV.fetch("RBPEEK_TEST_OUT", File.join(ROOT, "tests", "out", File.basename(BUILD))), ROOT)
   RUBY = ENV.fetch("RBPEEK_TEST_RUBY", "ruby")
-  RBPEEK_TIMEOUT = 10 # seconds for one rbpeek run; a hung rbpeek fails its test
+  # seconds for one rbpeek run; a hung rbpeek fails its test (valgrind is slow)
+  RBPEEK_TIMEOUT = VALGRIND ? 60 : 10
 
   Result = Struct.new(:status, :signal, :stdout, :stderr, :timed_out, :elapsed) do
     def describe
@@ -66,7 +71,7 @@ module E2E
   end
 
   def rbpeek_built?
-    File.executable?(RBPEEK)
+    File.executable?(RBPEEK_BINARY)
   end
 
   # Skip every listed test when build/rbpeek is missing; true when missing.
