@@ -351,8 +351,9 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 	if (!getrusage(RUSAGE_SELF, &ru) && st->ticks) {
 		double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 			     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core, %.1f us per tick)\n", cpu,
-			secs > 0 ? 100.0 * cpu / secs : 0, cpu * 1e6 / (double)st->ticks);
+		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core, %.1f us per tick), "
+			"max RSS %.1f MB\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
+			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0);
 	}
 	if (late_pct > 1.0)
 		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r\n");
