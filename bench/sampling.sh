@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench/sampling.sh - out-of-process sampling cost, measured on real Ruby
-# targets: rbpeek's CPU time per tick at stack depths 10, 100 and 1,000 (one
-# thread; blocking and --nonblocking), and the highest rate sustained with
-# under 1 % late ticks.  CPU time comes from the kernel (rbpeek's utime +
-# stime, as rbpeek reports it); the machine may be noisy, so each figure is
-# the best of 3 runs.
+# targets: CPU time per sample at stack depths 10, 100 and 1,000 with 1, 10
+# and 100 threads (blocking and --nonblocking, build/bench_walk), the
+# highest rate sustained with under 1 % late ticks, and rbpeek's own CPU
+# share and memory over an hour's worth of 100 Hz samples.  CPU time comes
+# from the kernel (user + system); the machine may be noisy, so per-sample
+# figures are the best of 3 runs.
 set -u
 cd "$(dirname "$0")/.."
 RBPEEK=${RBPEEK:-build/rbpeek}
@@ -34,27 +35,37 @@ record() {   # pid rate flags...
 	echo "$cpu $ticks $late"
 }
 
-# Marginal cost: (CPU of a 2*SECS recording - CPU of a SECS one) / extra
-# ticks, so start-up work (attaching, reading symbols, writing the file) is
-# not counted per tick.
-echo "== CPU per tick (rate 200 Hz, marginal between ${SECS} s and $((2 * SECS)) s, best of 3)"
-printf "%-8s %-12s %12s\n" depth mode "us/tick"
-for depth in 10 100 1000; do
-	pid=$(start_target "$depth" 1)
-	for mode in blocking nonblocking; do
-		flag=(); [ $mode = nonblocking ] && flag=(--nonblocking)
-		best=""
-		for _ in 1 2 3; do
-			read -r cpu1 ticks1 _ < <(SECS=$SECS record "$pid" 200 "${flag[@]}")
-			read -r cpu2 ticks2 _ < <(SECS=$((2 * SECS)) record "$pid" 200 "${flag[@]}")
-			us=$(awk -v a="$cpu1" -v b="$cpu2" -v s="$ticks1" -v t="$ticks2" \
-				'BEGIN { if (t > s) printf "%.1f", (b - a) * 1e6 / (t - s) }')
-			[ -n "$us" ] || continue
-			[ -z "$best" ] || awk -v a="$us" -v b="$best" 'BEGIN { exit !(a < b) }' && best=$us
-		done
-		printf "%-8s %-12s %12s\n" "$depth" "$mode" "${best:-?}"
+# CPU per sample: bench_walk attaches once and reads every thread's stack
+# N times in a row, as a tick of record does (pausing the target around each
+# read unless --nonblocking); its own thread's CPU time (user + system) per
+# sample, best of 3.  N shrinks with the size of the stacks.
+BENCH_WALK=${BENCH_WALK:-$(dirname "$RBPEEK")/bench_walk}
+walk_us() {   # pid n flags... -> "us reads"
+	local best="" reads="" line us
+	for _ in 1 2 3; do
+		line=$("$BENCH_WALK" "$@") || continue
+		us=${line%% us/sample*}
+		if [ -z "$best" ] || awk -v a="$us" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+			best=$us
+			reads=$(sed -n 's/.*, \([0-9.]*\) reads\/sample.*/\1/p' <<<"$line")
+		fi
 	done
-	kill "$pid"
+	echo "${best:-?} ${reads:-?}"
+}
+
+echo "== CPU per sample (us; every thread's stack, best of 3)"
+printf "%-7s %-8s %12s %12s %14s\n" depth threads blocking nonblocking "reads/sample"
+for depth in 10 100 1000; do
+	for threads in 1 10 100; do
+		pid=$(start_target "$depth" "$threads")
+		n=$((200000 / (depth * threads)))
+		((n > 2000)) && n=2000
+		((n < 20)) && n=20
+		read -r b _ < <(walk_us "$pid" "$n")
+		read -r nb reads < <(walk_us "$pid" "$n" --nonblocking)
+		printf "%-7s %-8s %12s %12s %14s\n" "$depth" "$threads" "$b" "$nb" "$reads"
+		kill "$pid"
+	done
 done
 
 echo "== highest rate with < 1% late ticks (depth 10, 1 thread, --nonblocking, ${SECS} s)"
@@ -66,3 +77,15 @@ for rate in 1000 2000 5000 10000 20000 50000; do
 	awk -v l="$late" 'BEGIN { exit !(l < 1) }' && best=$rate
 done
 echo "highest sustained: $best Hz"
+kill "$pid"
+
+# An hour of 100 Hz is 360,000 samples; recorded here at LONG_RATE for
+# 360,000 / LONG_RATE seconds (default 2,000 Hz: 3 minutes), nonblocking.
+LONG_SAMPLES=${LONG_SAMPLES:-360000}
+LONG_RATE=${LONG_RATE:-2000}
+secs=$((LONG_SAMPLES / LONG_RATE))
+echo "== ${LONG_SAMPLES} samples (an hour at 100 Hz) recorded at ${LONG_RATE} Hz for ${secs} s (depth 10, 1 thread, --nonblocking)"
+pid=$(start_target 10 1)
+out=$("$RBPEEK" record --pid "$pid" -r "$LONG_RATE" -d "$secs" --nonblocking -f raw -o /dev/null 2>&1)
+grep -E "samples in|own CPU" <<<"$out" | sed 's/^rbpeek: //'
+kill "$pid"
