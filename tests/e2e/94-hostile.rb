@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 90-hostile.rb - rbpeek record against targets that do their worst
+# 94-hostile.rb - rbpeek record against targets that do their worst
 # (tests/targets/record/): ~1,000 threads created and finished per second,
 # a fork storm, GC.compact in a loop, recursion 10,000 deep, huge and
 # non-UTF-8 labels, paths and thread names, targets that exit or exec (into

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 92-privilege.rb - rbpeek under sudo, the way a user runs it: an ordinary
+# 96-privilege.rb - rbpeek under sudo, the way a user runs it: an ordinary
 # user (a throwaway system account, rbpeek-e2e, created once) allowed by a
 # sudoers.d rule to run this build's rbpeek as root, runs
 # `sudo rbpeek record -o FILE -- ruby ...` with umask 027.  The spawned
