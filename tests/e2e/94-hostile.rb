@@ -167,31 +167,46 @@ check("hostile/strange-strings") do |probs|
 end
 
 # --- 2. targets that go away -------------------------------------------------
+# The target is killed (SIGTERM: Ruby shuts down) at random moments once
+# rbpeek says it is recording, at 1,000 Hz.  rbpeek ends on its own with the
+# output written (or, if not one sample was taken yet, exit 9 saying so).
 check("hostile/exits-mid-sample") do |probs|
   rng = Random.new(8)
-  6.times.map { 0.3 + rng.rand * 0.8 }.each do |secs|
-    R.with_script("busy", secs) do |t|
+  written = 0
+  6.times do
+    delay = rng.rand * 0.5
+    R.with_script("hotcold") do |t|
       out = R.tmp("exit.txt")
-      args = ["record", "--pid", t.pid, "-r", 1000, "-f", "collapsed", "-o", out]
-      res = R.rec(*args, timeout: 20)
-      if !res.status&.zero?
-        probs << "target working #{format('%.2f', secs)} s: #{res.describe}"
-      elsif !File.size?(out)
-        probs << "target working #{format('%.2f', secs)} s: no output written"
+      bg = R::Background.new(["record", "--pid", t.pid, "-r", 1000, "-f", "collapsed", "-o", out])
+      bg.wait_stderr(R::RECORDING)
+      sleep delay
+      Process.kill("TERM", t.pid)
+      res = bg.wait(timeout: 20)
+      err = R.stderr_of(res)
+      none = res.status == 9 && err =~ / 0 samples in / && err.include?("no samples were collected")
+      if res.status&.zero? && File.size?(out)
+        written += 1
+      elsif !none
+        probs << "target killed #{format('%.2f', delay)} s into the recording: #{res.describe}"
       end
     end
   end
-  "6 targets exiting after 0.3-1.1 s, recorded at 1000 Hz"
+  probs << "only #{written} of 6 recordings wrote their output" if written < 3
+  "#{written} of 6 targets killed 0-0.5 s into a 1,000 Hz recording gave output"
 end
 
-# exec(2) mid recording: same PID, new program.  rbpeek must write what it
+# exec(2) mid recording (0.8 s after rbpeek says it records): same PID, new
+# program.  rbpeek must write what it
 # recorded before the exec and end on its own (the new program's memory is
 # not the old VM: errors are counted, never turned into garbage frames).
 def exec_check(probs, cmd)
-  R.with_script("execs", 0.8, *cmd) do |t|
+  R.with_script("execs", *cmd) do |t|
     out = R.tmp("exec.txt")
-    args = ["record", "--pid", t.pid, "-r", 200, "-d", 4, "-f", "collapsed", "-o", out]
-    res = R.rec(*args, timeout: 30)
+    bg = R::Background.new(["record", "--pid", t.pid, "-r", 200, "-d", 4, "-f", "collapsed", "-o", out])
+    bg.wait_stderr(R::RECORDING)
+    sleep 0.8
+    Process.kill("USR1", t.pid) # exec now
+    res = bg.wait(timeout: 30)
     next probs << "rbpeek: #{res.describe}" unless res.status&.zero? && !res.timed_out
 
     counts = closing(probs, "rbpeek", res)

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# execs.rb SECONDS CMD ARGS... - works in `before_exec` for SECONDS, then
+# execs.rb CMD ARGS... - works in `before_exec` until SIGUSR1 arrives, then
 # replaces itself with CMD (same PID, a new program: another Ruby, or the
 # same Ruby afresh).
 require_relative "ready"
@@ -10,8 +10,8 @@ def before_exec
   i += 1 while i < 10_000
 end
 
-seconds = Float(ARGV.shift)
+$go = false
+Signal.trap("USR1") { $go = true }
 RecordTarget.ready!
-deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
-before_exec while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+before_exec until $go
 exec(*ARGV)
