@@ -62,6 +62,29 @@ int rbp_functions(const struct rbp_profile *p, uint32_t *func_of, struct rbp_fun
 		  size_t *n);
 
 /*
+ * Rows of a "% self  % total" table (summary, top): one per function (as
+ * rbp_functions groups frames) or, by_line, one per frame.  % self counts
+ * samples whose innermost frame is the row; % total samples with the row
+ * anywhere in the stack, once per sample even under recursion.
+ */
+struct rbp_row {
+	const char *label, *path;
+	int32_t line;        /* the function's line, or the frame's */
+	uint8_t kind;        /* enum rbp_pframe_kind of its (first) frame */
+	uint64_t self, total;
+	uint32_t stamp;      /* last node counted into total, for recursion */
+};
+/*
+ * row_of[frame] (caller's array of p->n_frames + 1) gets each frame's row;
+ * *rows (malloc'd, *n entries, counts zero) describes them.  RBP_ENOMEM.
+ */
+int rbp_rows_make(const struct rbp_profile *p, int by_line, uint32_t *row_of,
+		  struct rbp_row **rows, size_t *n);
+/* Add node_count[node] samples of every stack node into the rows' counts. */
+void rbp_rows_count(const struct rbp_profile *p, const uint64_t *node_count,
+		    const uint32_t *row_of, struct rbp_row *rows, size_t n_rows);
+
+/*
  * Samples grouped by thread, each group in time order (a counting sort):
  * the samples of thread t are by_thread[start[t] .. start[t + 1]).  Both
  * arrays malloc'd (start: n_threads + 1 entries).  RBP_ENOMEM.

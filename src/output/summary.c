@@ -6,6 +6,7 @@
  * % self counts samples whose innermost frame is the row; % total counts
  * samples with the row anywhere in the stack, once per sample even under
  * recursion.  Rows are sorted by self, then total, then name, then place.
+ * The row building and counting (rbp_rows_*) are shared with `rbpeek top`.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,9 @@
 #include "output/output.h"
 #include "util/err.h"
 
-struct row {
-	const char *label, *path;
-	int32_t line;
-	uint64_t self, total;
-	uint32_t stamp;   /* last node counted into total, for recursion */
-};
-
 static int cmp_row(const void *a, const void *b)
 {
-	const struct row *x = a, *y = b;
+	const struct rbp_row *x = a, *y = b;
 	int c;
 
 	if (x->self != y->self)
@@ -34,43 +28,45 @@ static int cmp_row(const void *a, const void *b)
 	return (x->line > y->line) - (x->line < y->line);
 }
 
-/* Row index of every frame: per frame, or per function (output.h). */
-static struct row *make_rows(const struct rbp_profile *p, int by_line, uint32_t *row_of,
-			     size_t *n_rows)
+int rbp_rows_make(const struct rbp_profile *p, int by_line, uint32_t *row_of,
+		  struct rbp_row **rows_out, size_t *n_rows)
 {
 	struct rbp_function *funcs = NULL;
-	struct row *rows;
+	struct rbp_row *rows;
 	size_t n = p->n_frames;
 
 	if (!by_line && rbp_functions(p, row_of, &funcs, &n))
-		return NULL;
+		return RBP_ENOMEM;
 	if ((rows = calloc(n + 1, sizeof(*rows)))) {
 		for (size_t i = 0; i < n; i++) {
+			const struct rbp_pframe *f = &p->frames[by_line ? i : funcs[i].rep];
 			if (by_line) {
-				const struct rbp_pframe *f = &p->frames[i];
-				rows[i] = (struct row){ f->label, f->path, f->line, 0, 0, 0 };
+				rows[i] = (struct rbp_row){ f->label, f->path, f->line, f->kind, 0, 0, 0 };
 				row_of[i] = (uint32_t)i;
 			} else {
-				rows[i] = (struct row){ funcs[i].label, funcs[i].path, funcs[i].line,
-							0, 0, 0 };
+				rows[i] = (struct rbp_row){ funcs[i].label, funcs[i].path, funcs[i].line,
+							    f->kind, 0, 0, 0 };
 			}
 		}
 		*n_rows = n;
 	}
 	free(funcs);
-	return rows;
+	*rows_out = rows;
+	return rows ? RBP_OK : RBP_ENOMEM;
 }
 
-static void count(const struct rbp_profile *p, const uint64_t *node_count, const uint32_t *row_of,
-		  struct row *rows)
+void rbp_rows_count(const struct rbp_profile *p, const uint64_t *node_count,
+		    const uint32_t *row_of, struct rbp_row *rows, size_t n_rows)
 {
+	for (size_t i = 0; i < n_rows; i++)
+		rows[i].stamp = UINT32_MAX;
 	for (uint32_t node = 1; node < p->n_nodes; node++) {
 		uint64_t c = node_count[node];
 		if (!c)
 			continue;
 		rows[row_of[p->nodes[node].frame]].self += c;
 		for (uint32_t n = node; n; n = p->nodes[n].parent) {
-			struct row *r = &rows[row_of[p->nodes[n].frame]];
+			struct rbp_row *r = &rows[row_of[p->nodes[n].frame]];
 			if (r->stamp != node) {
 				r->stamp = node;
 				r->total += c;
@@ -100,15 +96,15 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 {
 	uint64_t *node_count = calloc(p->n_nodes, sizeof(*node_count));
 	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
-	struct row *rows = NULL;
+	struct rbp_row *rows = NULL;
 	size_t n = 0, width = 8;
 	int err = RBP_ENOMEM;
 
-	if (!node_count || !row_of || !(rows = make_rows(p, by_line, row_of, &n)))
+	if (!node_count || !row_of || rbp_rows_make(p, by_line, row_of, &rows, &n))
 		goto done;
 	for (size_t i = 0; i < p->n_samples; i++)
 		node_count[p->samples[i].node]++;
-	count(p, node_count, row_of, rows);
+	rbp_rows_count(p, node_count, row_of, rows, n);
 	qsort(rows, n, sizeof(*rows), cmp_row);
 	for (size_t i = 0; i < n; i++)
 		if (text_width(rows[i].label) > width)
@@ -123,7 +119,7 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 	put_padded(out, "function", width);
 	fputs("  file:line\n", out);
 	for (size_t i = 0; i < n; i++) {
-		const struct row *r = &rows[i];
+		const struct rbp_row *r = &rows[i];
 		if (!r->total)
 			continue;
 		fprintf(out, "%6.2f  %7.2f  ", 100.0 * (double)r->self / total,
