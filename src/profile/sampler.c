@@ -27,6 +27,7 @@ struct loop {
 	struct rbp_hmap frame_ids;   /* mix(label*, path*, line, kind) -> frame id + 1 */
 	struct rbp_hmap tid_names;   /* tid -> interned OS thread name (profile pool) */
 	struct rbp_hmap states;      /* tid -> state char, this tick (--on-cpu) */
+	uint32_t root_node;          /* stacks hang below it (a process root), 0: the root */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -89,7 +90,7 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 {
 	const struct rbp_frame *frames = l->stacks.frames + th->first_frame;
 	const char *name = thread_name(l, th);
-	uint32_t node = 0, id, idx;
+	uint32_t node = l->root_node, id, idx;
 	int err;
 
 	if (l->o->threads_as_roots) {
@@ -145,7 +146,9 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	for (size_t i = 0; i < l->stacks.n_threads; i++) {
 		const struct rbp_thread *th = &l->stacks.threads[i];
 		uint64_t state = 0;
-		uint8_t flags = th->has_gvl ? RBP_SAMPLE_GVL : 0;
+		/* on-CPU is known for free when read paused: flag it even without --on-cpu */
+		uint8_t flags = (th->has_gvl ? RBP_SAMPLE_GVL : 0) |
+				(th->running > 0 ? RBP_SAMPLE_ONCPU : 0);
 		if (th->err || !th->n_frames)
 			continue;
 		if (l->o->on_cpu) {
@@ -163,6 +166,82 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 		st->samples++;
 	}
 	return RBP_OK;
+}
+
+/* The "process PID: cmdline" node of a member, made on its first sample. */
+static int process_node(struct loop *l, struct rbp_procset_member *m)
+{
+	char label[256];
+	uint32_t id;
+	int err;
+
+	if (m->root_node)
+		return RBP_OK;
+	snprintf(label, sizeof(label), "process %d%s%s", (int)m->pid, *m->cmdline ? ": " : "",
+		 m->cmdline);
+	if ((err = rbp_profile_frame(l->p, label, "", 0, 0, RBP_PFRAME_PROCESS, &id)))
+		return err;
+	return rbp_profile_child(l->p, 0, id, &m->root_node);
+}
+
+/* tick() on one member of the process set, with that process's own caches. */
+static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_ns,
+		       struct rbp_sampler_status *st)
+{
+	struct rbp_hmap ids = l->frame_ids, names = l->tid_names;
+	int err;
+
+	if ((err = process_node(l, m)))
+		return err;
+	l->t = m->t;
+	l->vm = m->vm;
+	l->root_node = m->root_node;
+	l->frame_ids = m->frame_ids;
+	l->tid_names = m->tid_names;
+	err = tick(l, t_ns, st);
+	m->frame_ids = l->frame_ids;
+	m->tid_names = l->tid_names;
+	l->frame_ids = ids;
+	l->tid_names = names;
+	return err;
+}
+
+/*
+ * --subprocesses: look for new processes (procset.c decides when), then
+ * sample each member.  Fails only when no member could be read and the
+ * set is empty or every read failed.
+ */
+static int tick_procs(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
+{
+	struct rbp_procset *ps = l->o->procs;
+	struct rbp_target *t = l->t;
+	struct rbp_vm *vm = l->vm;
+	int err, last = RBP_OK, any = 0;
+
+	if ((err = rbp_procset_refresh(ps, now_ns(CLOCK_MONOTONIC))))
+		return err;
+	for (size_t i = 0; i < rbp_procset_count(ps);) {
+		err = tick_member(l, rbp_procset_member(ps, i), t_ns, st);
+		if (err == RBP_ENOMEM)
+			break;
+		if (!err) {
+			rbp_procset_ok(ps, i++);
+			any = 1;
+			continue;
+		}
+		last = err;
+		err = RBP_OK;
+		if (!rbp_procset_failed(ps, i))
+			i++;
+	}
+	l->t = t;
+	l->vm = vm;
+	l->root_node = 0;
+	if (err)
+		return err;
+	if (!rbp_procset_count(ps) && !target_alive(t->pid))
+		return RBP_ENOPROC;
+	return any || !last ? RBP_OK : last;
 }
 
 /* Why the loop should end before the next tick, or RBP_STOP_NONE. */
@@ -224,7 +303,7 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 			deadline += skipped * period;
 		}
 		st->ticks++;
-		err = tick(&l, now - start, st);
+		err = o->procs ? tick_procs(&l, now - start, st) : tick(&l, now - start, st);
 		account_tick_cost(st, now_ns(CLOCK_MONOTONIC) - now);
 		if (err == RBP_ENOMEM)
 			break;

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "profile/procset.h"
 #include "profile/profile.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
@@ -57,6 +58,13 @@ struct rbp_sampler_opts {
 	void (*progress)(void *ctx, const struct rbp_sampler_status *st,
 			 const struct rbp_profile *p);
 	uint64_t progress_ns;
+	/*
+	 * --subprocesses: sample every member of this set (its root is the
+	 * target passed to rbp_sample_loop), each under a "process PID:
+	 * cmdline" root frame; members that exit are dropped quietly.  NULL:
+	 * the one target.
+	 */
+	struct rbp_procset *procs;
 	/* For spawned children: nonzero once the child has exited (reaped).  May be NULL. */
 	int (*child_exited)(void *ctx);
 	void *ctx;

@@ -1,0 +1,297 @@
+/*
+ * procset.c - a process and its Ruby descendants (see procset.h).
+ *
+ * Descendants are found by parent links: each scan lists /proc and reads
+ * the parent of every process not seen in the previous scan (a map of
+ * pid -> the scan that last saw it tells which are new; a pid that skipped
+ * a scan counts as new again, which covers most pid reuse).  A new process
+ * whose parent is a known descendant is one too; a few passes settle
+ * parents and children that appeared in the same scan in any order.
+ */
+#include "profile/procset.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc/procs.h"
+#include "util/err.h"
+#include "util/vec.h"
+
+#define YOUNG_NS 3000000000ull        /* a new process may still be loading Ruby */
+#define RETRY_SLOW_NS 2000000000ull   /* VM not found yet, after the first seconds */
+#define NEVER UINT64_MAX              /* until the process execs another program */
+#define MAX_FAILS 5                   /* failed reads in a row before a re-attach */
+
+struct desc {
+	pid_t pid;
+	uint64_t first_seen_ns;
+	uint64_t next_try_ns;   /* when to try attaching again; NEVER: on exec only */
+	char exe[256];          /* the program when last found not Ruby */
+	int member;             /* attached now */
+};
+
+struct rbp_procset {
+	pid_t root;
+	struct rbp_vm_opts vo;                /* for attaching to descendants */
+	struct rbp_procset_member **m;        /* attached processes */
+	size_t n, cap;
+	struct desc *d;                       /* the root and its descendants */
+	size_t nd, capd;
+	struct rbp_hmap seen;                 /* pid -> scan generation that last saw it */
+	uint64_t gen;
+	uint64_t next_scan_ns;
+	uint64_t attached;
+};
+
+static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, struct rbp_vm *vm,
+		      int owned)
+{
+	struct rbp_procset_member *m = calloc(1, sizeof(*m));
+
+	if (!m || rbp_grow(&s->m, &s->cap, s->n + 1, sizeof(*s->m))) {
+		free(m);
+		return RBP_ENOMEM;
+	}
+	m->pid = pid;
+	m->t = t;
+	m->vm = vm;
+	m->owned = owned;
+	rbp_proc_cmdline(pid, m->cmdline, sizeof(m->cmdline));
+	s->m[s->n++] = m;
+	s->attached++;
+	return RBP_OK;
+}
+
+static void free_member(struct rbp_procset_member *m)
+{
+	rbp_hmap_clear(&m->frame_ids);
+	rbp_hmap_clear(&m->tid_names);
+	if (m->owned) {
+		rbp_vm_free(m->vm);
+		rbp_target_close(m->t);
+	}
+	free(m);
+}
+
+static struct desc *add_desc(struct rbp_procset *s, pid_t pid, uint64_t now)
+{
+	if (rbp_grow(&s->d, &s->capd, s->nd + 1, sizeof(*s->d)))
+		return NULL;
+	struct desc *d = &s->d[s->nd++];
+	memset(d, 0, sizeof(*d));
+	d->pid = pid;
+	d->first_seen_ns = now;
+	return d;
+}
+
+static struct desc *find_desc(struct rbp_procset *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->nd; i++)
+		if (s->d[i].pid == pid)
+			return &s->d[i];
+	return NULL;
+}
+
+int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm_opts *vo,
+		    struct rbp_procset **out)
+{
+	struct rbp_procset *s = calloc(1, sizeof(*s));
+	struct desc *d;
+
+	if (!s)
+		return RBP_ENOMEM;
+	s->root = t->pid;
+	s->vo = *vo;
+	if (add_member(s, t->pid, t, vm, 0) || !(d = add_desc(s, t->pid, 0))) {
+		rbp_procset_free(s);
+		return RBP_ENOMEM;
+	}
+	d->member = 1;
+	*out = s;
+	return RBP_OK;
+}
+
+void rbp_procset_free(struct rbp_procset *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free_member(s->m[i]);
+	free(s->m);
+	free(s->d);
+	rbp_hmap_clear(&s->seen);
+	free(s);
+}
+
+/* Attach to a descendant if it is Ruby; set when to try again if not. */
+static int try_attach(struct rbp_procset *s, struct desc *d, uint64_t now)
+{
+	struct rbp_vm_opts vo = s->vo;
+	struct rbp_target *t = NULL;
+	struct rbp_vm *vm = NULL;
+	char exe[sizeof(d->exe)];
+	int err;
+
+	rbp_proc_exe(d->pid, exe, sizeof(exe));
+	if (d->next_try_ns == NEVER && !strcmp(exe, d->exe))
+		return RBP_OK;   /* the same non-Ruby program as before */
+	if (d->next_try_ns != NEVER && now < d->next_try_ns)
+		return RBP_OK;
+	memcpy(d->exe, exe, sizeof(exe));
+	err = rbp_target_open_pid(d->pid, &t);
+	if (!err)
+		err = rbp_vm_attach(t, &vo, &vm);
+	if (!err) {
+		if ((err = add_member(s, d->pid, t, vm, 1))) {
+			rbp_vm_free(vm);
+			rbp_target_close(t);
+			return err;
+		}
+		d->member = 1;
+		return RBP_OK;
+	}
+	rbp_target_close(t);
+	if (err == RBP_ENOMEM)
+		return err;
+	/* not Ruby (yet?), VM not up yet, or not allowed: quietly, later */
+	if (now - d->first_seen_ns < YOUNG_NS)
+		d->next_try_ns = now + RBP_PROCSET_SCAN_NS;
+	else if (err == RBP_ENOTRUBY || err == RBP_EPERM || err == RBP_EVERSION)
+		d->next_try_ns = NEVER;
+	else
+		d->next_try_ns = now + RETRY_SLOW_NS;
+	return RBP_OK;
+}
+
+/* Mark every listed pid seen in this scan; collect those new since the last one. */
+static int mark_seen(struct rbp_procset *s, const pid_t *pids, size_t n, pid_t *fresh,
+		     size_t *n_fresh)
+{
+	uint64_t g;
+	int err;
+
+	*n_fresh = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!rbp_hmap_get(&s->seen, (uint64_t)pids[i], &g) || g + 1 != s->gen)
+			fresh[(*n_fresh)++] = pids[i];
+		if ((err = rbp_hmap_put(&s->seen, (uint64_t)pids[i], s->gen)))
+			return err;
+	}
+	return RBP_OK;
+}
+
+/* Forget descendants gone from /proc (their members are dropped on their failed read). */
+static void sweep(struct rbp_procset *s)
+{
+	size_t k = 0;
+	uint64_t g;
+
+	for (size_t i = 0; i < s->nd; i++)
+		if ((rbp_hmap_get(&s->seen, (uint64_t)s->d[i].pid, &g) && g == s->gen) ||
+		    s->d[i].member)
+			s->d[k++] = s->d[i];
+	s->nd = k;
+}
+
+/* New processes whose parent is a descendant become descendants. */
+static int adopt(struct rbp_procset *s, const pid_t *fresh, pid_t *parent, size_t n, uint64_t now)
+{
+	uint64_t start;
+	int changed = 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (rbp_proc_parent(fresh[i], &parent[i], &start))
+			parent[i] = 0;
+	while (changed) {
+		changed = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!parent[i] || !find_desc(s, parent[i]) || find_desc(s, fresh[i]))
+				continue;
+			if (!add_desc(s, fresh[i], now))
+				return RBP_ENOMEM;
+			changed = 1;
+		}
+	}
+	return RBP_OK;
+}
+
+int rbp_procset_refresh(struct rbp_procset *s, uint64_t now)
+{
+	pid_t *pids = NULL, *fresh = NULL, *parent = NULL;
+	size_t n = 0, n_fresh = 0;
+	int err;
+
+	if (now < s->next_scan_ns)
+		return RBP_OK;
+	s->next_scan_ns = now + RBP_PROCSET_SCAN_NS;
+	s->gen++;
+	if ((err = rbp_proc_list(&pids, &n)))
+		return err == RBP_ENOMEM ? err : RBP_OK;
+	if (!(fresh = malloc((n + 1) * sizeof(*fresh))) ||
+	    !(parent = malloc((n + 1) * sizeof(*parent)))) {
+		err = RBP_ENOMEM;
+		goto done;
+	}
+	if ((err = mark_seen(s, pids, n, fresh, &n_fresh)))
+		goto done;
+	sweep(s);
+	if ((err = adopt(s, fresh, parent, n_fresh, now)))
+		goto done;
+	for (size_t i = 0; i < s->nd && !err; i++)
+		if (!s->d[i].member)
+			err = try_attach(s, &s->d[i], now);
+done:
+	free(pids);
+	free(fresh);
+	free(parent);
+	return err;
+}
+
+size_t rbp_procset_count(const struct rbp_procset *s)
+{
+	return s->n;
+}
+
+struct rbp_procset_member *rbp_procset_member(struct rbp_procset *s, size_t i)
+{
+	return s->m[i];
+}
+
+pid_t rbp_procset_root(const struct rbp_procset *s)
+{
+	return s->root;
+}
+
+uint64_t rbp_procset_attached(const struct rbp_procset *s)
+{
+	return s->attached;
+}
+
+static int alive(pid_t pid)
+{
+	struct rbp_task_info ti;
+	return !rbp_task_info(pid, pid, &ti) && ti.state != 'Z' && ti.state != 'X';
+}
+
+int rbp_procset_failed(struct rbp_procset *s, size_t i)
+{
+	struct rbp_procset_member *m = s->m[i];
+	struct desc *d;
+
+	if (++m->fails < MAX_FAILS && alive(m->pid))
+		return 0;
+	if ((d = find_desc(s, m->pid))) {
+		d->member = 0;
+		d->next_try_ns = 0;   /* still there at the next scan: attach again */
+		d->exe[0] = 0;
+	}
+	free_member(m);
+	memmove(&s->m[i], &s->m[i + 1], (s->n - i - 1) * sizeof(*s->m));
+	s->n--;
+	return 1;
+}
+
+void rbp_procset_ok(struct rbp_procset *s, size_t i)
+{
+	s->m[i]->fails = 0;
+}
