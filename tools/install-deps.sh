@@ -23,10 +23,11 @@
 #   clang, libclang-rt-14-dev
 #                     libFuzzer (tests/fuzz, make fuzz-build)
 #   sudo              the privilege tests (rbpeek run under sudo)
+#   tmux              a real terminal for the `rbpeek top` tests
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
-	clang libclang-rt-14-dev sudo"
+	clang libclang-rt-14-dev sudo tmux"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

@@ -18,6 +18,7 @@ static const char usage[] =
 	"  record     sample a process until Ctrl-C and write a flame graph (or another format)\n"
 	"  report     convert a raw profile file to any output format\n"
 	"  snapshot   print the Ruby stack of every thread of a process (--pid) or core file (--core)\n"
+	"  top        a live, top-like view of the functions a process spends its time in\n"
 	"  trace      run a Ruby program with the in-process tracer and write a Perfetto trace\n"
 	"\n"
 	"options:\n"
@@ -39,6 +40,7 @@ static const struct command commands[] = {
 	{ "record", cmd_record },
 	{ "report", cmd_report },
 	{ "snapshot", cmd_snapshot },
+	{ "top", cmd_top },
 	{ "trace", cmd_trace },
 	{ "dump", cmd_snapshot },   /* alias familiar to rbspy users */
 	{ "heap", cmd_heap },
