@@ -43,7 +43,16 @@ struct rbp_pause {
 	pid_t pid;
 	struct pause_task *v;  /* threads held */
 	size_t n, cap;
+	pid_t *dead;           /* held threads that died: to collect at resume */
+	size_t n_dead, cap_dead;
 };
+
+/* Remember a held thread that died, for reap_dead(). */
+static void note_dead(struct rbp_pause *p, pid_t tid)
+{
+	if (!rbp_grow(&p->dead, &p->cap_dead, p->n_dead + 1, sizeof(*p->dead)))
+		p->dead[p->n_dead++] = tid;
+}
 
 static long long now_ns(void)
 {
@@ -171,8 +180,10 @@ static void drop_zombies(struct rbp_pause *p)
 		if (p->v[i].stopped)
 			continue;
 		if (rbp_task_info(p->pid, p->v[i].tid, &ti) ||
-		    ti.state == 'Z' || ti.state == 'X')
+		    ti.state == 'Z' || ti.state == 'X') {
+			note_dead(p, p->v[i].tid);
 			p->v[i] = p->v[--p->n];
+		}
 	}
 }
 
@@ -280,14 +291,46 @@ int rbp_pause_running(const struct rbp_pause *p, pid_t tid)
 	return -1;
 }
 
+/*
+ * A held thread that was killed while paused (SIGKILL ends a ptrace-stop)
+ * cannot be detached: it is a zombie (or about to be) whose exit the kernel
+ * reports to us, its tracer, first.  Its real parent (a server's master
+ * waiting for a worker) learns of the exit only once we collect it, so
+ * collect it, waiting a little for a thread still on its way out.
+ */
+static void reap_dead(pid_t *dead, size_t n)
+{
+	struct timespec ts = { 0, 100000 };
+	int st;
+
+	/* in rounds: a group leader is reported only after its other threads */
+	for (int round = 0; n && round < 200; round++) {
+		for (size_t k = n; k-- > 0;) {
+			pid_t r = waitpid(dead[k], &st, __WALL | WNOHANG);
+			if (r == 0 || (r < 0 && errno == EINTR))
+				continue;
+			/* alive after all (it had not stopped yet): it has now, let it go */
+			if (r == dead[k] && WIFSTOPPED(st) &&
+			    ptrace(PTRACE_DETACH, dead[k], NULL, NULL) && errno == ESRCH)
+				continue;
+			dead[k] = dead[--n];   /* collected, or not ours to collect */
+		}
+		if (n)
+			nanosleep(&ts, NULL);
+	}
+}
+
 /* Detach every held thread, handing back any intercepted signal; frees p. */
 void rbp_resume(struct rbp_pause *p)
 {
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->n; i++)
-		ptrace(PTRACE_DETACH, p->v[i].tid, NULL,
-		       (void *)(long)p->v[i].sig);
+		if (ptrace(PTRACE_DETACH, p->v[i].tid, NULL, (void *)(long)p->v[i].sig) &&
+		    errno == ESRCH)
+			note_dead(p, p->v[i].tid);
+	reap_dead(p->dead, p->n_dead);
+	free(p->dead);
 	free(p->v);
 	free(p);
 }
