@@ -257,6 +257,13 @@ static void decode_thread(struct rbp_vm *vm, uint64_t th, const uint8_t *buf,
 static void set_tid(struct rbp_vm *vm, struct rbp_thread *out, int32_t tid)
 {
 	out->tid = rbp_target_our_tid(vm->t, tid < 0 ? 0 : tid);
+	/*
+	 * The main thread is the process's first thread (in a forked child, the
+	 * one that forked), so its id is the PID; Ruby 3.1 leaves the parent's
+	 * id in a forked child's thread struct.
+	 */
+	if (out->is_main)
+		out->tid = vm->t->pid;
 }
 
 /* 1 when tid (in the target's own PID namespace) is a thread of the target. */
