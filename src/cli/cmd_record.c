@@ -48,6 +48,8 @@ static const char record_usage[] =
 	"      --gvl               keep only samples of the thread holding the GVL\n"
 	"      --threads           one root frame per thread\n"
 	"      --function          aggregate by function (first line) instead of by line\n"
+	"      --subprocesses      also record every Ruby process it starts (forked workers,\n"
+	"                          children that exec Ruby), each under a 'process PID' root\n"
 	"      --nonblocking       never pause the process (stacks may be torn)\n"
 	"      --no-gc             no \"(GC: marking)\"/\"(GC: sweeping)\"/\"(GC)\" frame on top of\n"
 	"                          the stack of the thread running the garbage collector\n"
@@ -72,6 +74,7 @@ struct record_opts {
 	int silent;
 	int no_drop_root;
 	int native;
+	int subprocesses;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -90,7 +93,8 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE, OPT_NOGC, OPT_NATIVE };
+	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -101,6 +105,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "gvl", no_argument, NULL, OPT_GVL },
 		{ "threads", no_argument, NULL, OPT_THREADS },
 		{ "function", no_argument, NULL, OPT_FUNCTION },
+		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "silent", no_argument, NULL, OPT_SILENT },
@@ -138,6 +143,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_GVL: o->so.gvl_only = 1; break;
 		case OPT_THREADS: o->so.threads_as_roots = 1; break;
 		case OPT_FUNCTION: o->so.by_function = 1; break;
+		case OPT_SUBPROC: o->subprocesses = 1; break;
 		case OPT_NONBLOCK: o->so.nonblocking = 1; break;
 		case OPT_NATIVE: o->native = 1; break;
 		case OPT_SILENT: o->silent = 1; break;
@@ -155,6 +161,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		o->cmd = argv + optind;
 	if (!o->pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
+	if (o->native && o->subprocesses)
+		return cli_usage_error("record", "--native cannot be used with --subprocesses (not yet: "
+				       "native stacks are unwound for one process)");
 	if (o->native && o->so.nonblocking)
 		return cli_usage_error("record", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
@@ -235,8 +244,8 @@ static int spawn(char **cmd, int no_drop_root)
  * still loading) or its VM is not up yet.  Gives up after a few seconds
  * of "not Ruby", or when the process is gone.
  */
-static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_target **t,
-		  struct rbp_vm **vm)
+static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *vo,
+		  struct rbp_target **t, struct rbp_vm **vm)
 {
 	struct timespec pause = { 0, 5 * 1000 * 1000 };
 	int err;
@@ -251,7 +260,7 @@ static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_targe
 			*t = NULL;
 		}
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    (err == RBP_ENOTRUBY && tries < 1000);
+			    (err == RBP_ENOTRUBY && tries < not_ruby_tries);
 		if (!waiting || !retry || stop_requested || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
@@ -263,6 +272,7 @@ static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_targe
 struct live {
 	int lines;   /* lines printed last time, to redraw over */
 	int tty;
+	struct rbp_procset *procs;   /* --subprocesses, else NULL */
 };
 
 /* Top functions by self samples, for the live display. */
@@ -307,10 +317,12 @@ static void progress(void *ctx, const struct rbp_sampler_status *st, const struc
 		return;
 	if (lv->lines)
 		fprintf(stderr, "\033[%dA", lv->lines);
-	fprintf(stderr, "\r\033[Jrecording: %.1f s, %llu samples, %llu errors, %llu late "
-		"(Ctrl-C to stop)\n", (double)st->elapsed_ns / 1e9,
-		(unsigned long long)st->samples, (unsigned long long)st->errors,
-		(unsigned long long)st->late);
+	fprintf(stderr, "\r\033[Jrecording: %.1f s, %llu samples, %llu errors, %llu late",
+		(double)st->elapsed_ns / 1e9, (unsigned long long)st->samples,
+		(unsigned long long)st->errors, (unsigned long long)st->late);
+	if (lv->procs)
+		fprintf(stderr, ", %zu processes", rbp_procset_count(lv->procs));
+	fputs(" (Ctrl-C to stop)\n", stderr);
 	lv->lines = 1;
 	top_functions(p, stderr, &lv->lines);
 	fflush(stderr);
@@ -415,7 +427,10 @@ int cmd_record(int argc, char **argv)
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;
 	vo.discovery = cli_discovery_env();
-	if ((err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm))) {
+	err = attach(subj.pid, o.cmd != NULL, o.subprocesses ? 200 : 1000, &vo, &t, &vm);
+	if (err == RBP_ENOTRUBY && o.subprocesses)
+		err = rbp_target_open_pid(subj.pid, &t);   /* not Ruby itself: its children may be */
+	if (err) {
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;
 		if (err == RBP_ENOPROC && o.cmd) {
@@ -433,7 +448,11 @@ int cmd_record(int argc, char **argv)
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	p.meta.ruby_version = rbp_profile_str(&p, rbp_vm_info(vm)->version);
+	if (o.subprocesses && (err = rbp_procset_new(t, vm, &vo, &lv.procs))) {
+		rc = cli_fail(err, &subj);
+		rbp_profile_free(&p);
+		goto cleanup;
+	}
 	if (o.cmd)
 		p.meta.cmdline = rbp_profile_str(&p, o.cmd[0]);
 	o.so.rate_hz = o.rate;
@@ -442,15 +461,23 @@ int cmd_record(int argc, char **argv)
 	o.so.progress = progress;
 	o.so.child_exited = o.cmd ? child_exited : NULL;
 	o.so.ctx = &lv;
+	o.so.procs = lv.procs;
 	lv.tty = !o.silent && isatty(2);
 	if (!o.silent)
-		fprintf(stderr, "rbpeek: recording process %d (ruby %s) at %u Hz%s\n", subj.pid,
-			rbp_vm_info(vm)->version, o.rate, lv.tty ? "; press Ctrl-C to stop" : "");
+		fprintf(stderr, "rbpeek: recording process %d (%s%s)%s at %u Hz%s\n", subj.pid,
+			vm ? "ruby " : "not Ruby", vm ? rbp_vm_info(vm)->version : "",
+			lv.procs ? " and its Ruby subprocesses" : "", o.rate,
+			lv.tty ? "; press Ctrl-C to stop" : "");
 	err = rbp_sample_loop(t, vm, &o.so, &p, &st);
+	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
+					      rbp_procset_version(lv.procs));
 	if (!o.silent)
 		print_stats(&st, fmt->name);
 	if (!o.silent && nat)
 		print_native_stats(nat);
+	if (!o.silent && lv.procs)
+		fprintf(stderr, "rbpeek: followed %llu Ruby processes\n",
+			(unsigned long long)rbp_procset_attached(lv.procs));
 	if (err) {
 		rc = cli_fail(err, &subj);
 	} else if (!p.n_samples) {
@@ -471,6 +498,7 @@ int cmd_record(int argc, char **argv)
 	rbp_profile_free(&p);
 cleanup:
 	rbp_native_close(nat);
+	rbp_procset_free(lv.procs);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	/*

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "profile/procset.h"
 #include "proc/native.h"
 #include "proc/target.h"
 #include "ruby/gc.h"
@@ -22,7 +24,7 @@
 #include "util/json.h"
 
 static const char snapshot_usage[] =
-	"usage: rbpeek snapshot --pid PID [--nonblocking | --native] [--json] [--no-gc]\n"
+	"usage: rbpeek snapshot --pid PID [--subprocesses] [--nonblocking | --native] [--json] [--no-gc]\n"
 	"       rbpeek snapshot --core FILE [--json] [--no-gc]\n"
 	"\n"
 	"Print the Ruby stack of every thread: innermost frame first, one per line,\n"
@@ -37,6 +39,8 @@ static const char snapshot_usage[] =
 	"      --no-gc             no GC frame on top of the thread running the collector\n"
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it, marked [native]\n"
+	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
+	"                          (JSON: {\"processes\": [...]})\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n";
 
@@ -49,6 +53,7 @@ struct snapshot_opts {
 	int nonblocking;
 	int no_gc;
 	int native;
+	int subprocesses;
 };
 
 /* OS-level facts about one thread, read before pausing. */
@@ -80,6 +85,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		{ "native", no_argument, NULL, 'N' },
 		{ "force-version", required_argument, NULL, 'F' },
 		{ "no-gc", no_argument, NULL, 'G' },
+		{ "subprocesses", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -99,6 +105,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		case 'N': o->native = 1; break;
 		case 'F': o->force_version = optarg; break;
 		case 'G': o->no_gc = 1; break;
+		case 'P': o->subprocesses = 1; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			return cli_usage_error("snapshot", "option '%s' needs a value", argv[optind - 1]);
@@ -115,6 +122,8 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 	if (o->native && o->nonblocking)
 		return cli_usage_error("snapshot", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
+	if (o->subprocesses && o->core)
+		return cli_usage_error("snapshot", "--subprocesses needs --pid");
 	return 0;
 }
 
@@ -224,16 +233,78 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 	printf("]}\n");
 }
 
+/* Read one process's stacks and print them.  An RBP_E* code on failure. */
+static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o)
+{
+	struct rbp_native *nat = NULL;
+	struct rbp_stacks s = { 0 };
+	struct os_thread *os = NULL;
+	struct os_tasks ot = { 0 };
+	int err = RBP_OK;
+
+	if (!t->is_core)
+		read_os_tasks(t->pid, &ot);
+	if (o->native && !(err = rbp_native_open(t, &nat)))
+		err = rbp_vm_read_stacks_native(vm, nat, &s);
+	else if (!o->native)
+		err = rbp_vm_read_stacks_paused(vm, o->nonblocking, &s);
+	if (!err && !(os = calloc(s.n_threads + 1, sizeof(*os))))
+		err = RBP_ENOMEM;
+	if (!err) {
+		match_os_threads(&s, &ot, os);
+		if (o->json)
+			print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o->no_gc);
+		else
+			print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o->no_gc);
+	}
+	free(os);
+	free(ot.tids);
+	free(ot.info);
+	rbp_stacks_free(&s);
+	rbp_native_close(nat);
+	return err;
+}
+
+/*
+ * --subprocesses: the root (when Ruby) and every Ruby descendant found by
+ * one scan, in the set's order.  Processes that exit meanwhile are left
+ * out; fails only when no process could be printed.
+ */
+static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts *vo,
+		     const struct snapshot_opts *o)
+{
+	struct rbp_procset *ps = NULL;
+	struct timespec now;
+	size_t printed = 0;
+	int err, last = RBP_ENOTRUBY;
+
+	if ((err = rbp_procset_new(t, vm, vo, &ps)))
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	err = rbp_procset_refresh(ps, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+	if (o->json)
+		fputs("{\"processes\":[", stdout);
+	for (size_t i = 0; !err && i < rbp_procset_count(ps); i++) {
+		struct rbp_procset_member *m = rbp_procset_member(ps, i);
+		if (printed)
+			fputs(o->json ? "," : "\n", stdout);
+		if ((last = snap_one(m->t, m->vm, o)) == RBP_ENOMEM)
+			err = last;
+		else if (!last)
+			printed++;
+	}
+	if (o->json)
+		fputs("]}\n", stdout);
+	rbp_procset_free(ps);
+	return err ? err : printed ? RBP_OK : last;
+}
+
 int cmd_snapshot(int argc, char **argv)
 {
 	struct snapshot_opts o = { 0 };
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
-	struct rbp_native *nat = NULL;
-	struct rbp_stacks s = { 0 };
-	struct os_thread *os = NULL;
-	struct os_tasks ot = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	int err, rc;
 
@@ -249,34 +320,16 @@ int cmd_snapshot(int argc, char **argv)
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;
 	}
-	if (!err) {
-		if (!t->is_core)
-			read_os_tasks(t->pid, &ot);
-		if (o.native && !(err = rbp_native_open(t, &nat)))
-			err = rbp_vm_read_stacks_native(vm, nat, &s);
-		else if (!o.native)
-			err = rbp_vm_read_stacks_paused(vm, o.nonblocking, &s);
-	}
+	if (err == RBP_ENOTRUBY && o.subprocesses)
+		err = RBP_OK;   /* not Ruby itself: its children may be */
+	if (!err)
+		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o);
 	if (err) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	if (!(os = calloc(s.n_threads + 1, sizeof(*os)))) {
-		rc = cli_fail(RBP_ENOMEM, &subj);
-		goto cleanup;
-	}
-	match_os_threads(&s, &ot, os);
-	if (o.json)
-		print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o.no_gc);
-	else
-		print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o.no_gc);
 	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 cleanup:
-	free(os);
-	free(ot.tids);
-	free(ot.info);
-	rbp_stacks_free(&s);
-	rbp_native_close(nat);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	return rc;

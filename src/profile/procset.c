@@ -10,8 +10,10 @@
  */
 #include "profile/procset.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "proc/procs.h"
 #include "util/err.h"
@@ -41,6 +43,7 @@ struct rbp_procset {
 	uint64_t gen;
 	uint64_t next_scan_ns;
 	uint64_t attached;
+	char version[32];                     /* of the first process attached */
 };
 
 static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, struct rbp_vm *vm,
@@ -57,6 +60,8 @@ static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, st
 	m->vm = vm;
 	m->owned = owned;
 	rbp_proc_cmdline(pid, m->cmdline, sizeof(m->cmdline));
+	if (!s->version[0])
+		snprintf(s->version, sizeof(s->version), "%s", rbp_vm_info(vm)->version);
 	s->m[s->n++] = m;
 	s->attached++;
 	return RBP_OK;
@@ -96,17 +101,20 @@ int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm
 		    struct rbp_procset **out)
 {
 	struct rbp_procset *s = calloc(1, sizeof(*s));
+	struct timespec ts;
 	struct desc *d;
 
 	if (!s)
 		return RBP_ENOMEM;
 	s->root = t->pid;
 	s->vo = *vo;
-	if (add_member(s, t->pid, t, vm, 0) || !(d = add_desc(s, t->pid, 0))) {
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if ((vm && add_member(s, t->pid, t, vm, 0)) ||
+	    !(d = add_desc(s, t->pid, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec))) {
 		rbp_procset_free(s);
 		return RBP_ENOMEM;
 	}
-	d->member = 1;
+	d->member = vm != NULL;
 	*out = s;
 	return RBP_OK;
 }
@@ -265,6 +273,11 @@ pid_t rbp_procset_root(const struct rbp_procset *s)
 uint64_t rbp_procset_attached(const struct rbp_procset *s)
 {
 	return s->attached;
+}
+
+const char *rbp_procset_version(const struct rbp_procset *s)
+{
+	return s->version;
 }
 
 static int alive(pid_t pid)

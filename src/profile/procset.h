@@ -49,8 +49,9 @@ struct rbp_procset;
 
 /*
  * A set of root (t, vm: the caller's, attached; they stay the caller's)
- * and, after the first refresh, its Ruby descendants.  vo is copied
- * (force_version, discovery) for attaching to them.  RBP_ENOMEM.
+ * and, after the first refresh, its Ruby descendants.  vm may be NULL for
+ * a root that is not Ruby (yet): it is attached like a descendant once it
+ * is.  vo is copied (force_version, discovery) for attaching.  RBP_ENOMEM.
  */
 int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm_opts *vo,
 		    struct rbp_procset **out);
@@ -64,6 +65,8 @@ struct rbp_procset_member *rbp_procset_member(struct rbp_procset *s, size_t i);
 pid_t rbp_procset_root(const struct rbp_procset *s);
 /* Processes attached since the start (the root included). */
 uint64_t rbp_procset_attached(const struct rbp_procset *s);
+/* The Ruby version of the first process attached, "" before any. */
+const char *rbp_procset_version(const struct rbp_procset *s);
 
 /*
  * A read of member i failed: drop it when its process is gone or after

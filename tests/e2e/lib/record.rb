@@ -253,6 +253,28 @@ module Record
     end
   end
 
+  PROCESS_ROOT = /\Aprocess (\d+): (.*)\z/.freeze
+
+  # --subprocesses stacks -> { pid => [cmdline, [labels of every frame below]] };
+  # raises on a stack without a "process PID: cmdline" root.
+  def by_process(stacks)
+    out = Hash.new { |h, k| h[k] = [nil, []] }
+    stacks.each do |frames, _count|
+      m = PROCESS_ROOT.match(frames.first.label) or raise "stack without a process root: #{frames.first(2).map(&:to_s).inspect}"
+      out[m[1].to_i][0] = m[2]
+      out[m[1].to_i][1].concat(frames.drop(1).map(&:label))
+    end
+    out
+  end
+
+  # Child processes of pid (whose command name is comm, when given).
+  def children_of(pid, comm = nil)
+    Dir.children("/proc").grep(/\A\d+\z/).select do |c|
+      stat = File.read("/proc/#{c}/stat") rescue next
+      (comm.nil? || stat[/\((.*)\)/m, 1] == comm) && stat[(stat.rindex(")") + 2)..].split[1].to_i == pid
+    end.map(&:to_i).sort
+  end
+
   def read_collapsed(file)
     raise "#{file} was not written" unless File.exist?(file)
 
