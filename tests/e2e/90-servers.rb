@@ -1,0 +1,197 @@
+# frozen_string_literal: true
+#
+# 90-servers.rb - real Ruby software from Debian, end to end:
+#   - rubocop on a directory of Ruby files: the profile shows RuboCop's own
+#     methods (spawn mode: rbpeek record -- rubocop ...);
+#   - puma in cluster mode, 2 workers, serving tests/targets/servers/app.ru
+#     under load from wrk (or curl) on a free loopback port:
+#     record --subprocesses on the master shows both workers' requests
+#     (HelloApp#render_page);
+#   - unicorn with 2 workers, likewise; one worker is killed mid-recording,
+#     the master forks a new one, which must show up with requests of its
+#     own, and the recording must end normally.
+# Each test is skipped (with the reason) when its package is missing.
+require "socket"
+require_relative "lib/e2e"
+require_relative "lib/record"
+include E2E
+
+R = Record
+APP = File.join(TARGETS, "servers", "app.ru")
+UNICORN_CONF = File.join(TARGETS, "servers", "unicorn.conf.rb")
+names = %w[servers/rubocop servers/puma-cluster servers/unicorn-refork]
+exit 0 if skip_without_rbpeek(names)
+unless can_trace_others?
+  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
+  exit 0
+end
+
+def check(name)
+  test(name) do
+    probs = []
+    note = yield probs
+    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
+  end
+end
+
+def have(cmd)
+  system("command -v #{cmd} >/dev/null 2>&1")
+end
+
+# check(name) when cmd is installed, else skip with why.
+def check_with(cmd, name, why, &blk)
+  have(cmd) ? check(name, &blk) : skip(name, why)
+end
+
+# A loopback port nobody listens on now (the kernel picks it).
+def free_port
+  s = TCPServer.new("127.0.0.1", 0)
+  s.addr[1]
+ensure
+  s&.close
+end
+
+# Wait until GET / answers; raise with the server's log after timeout s.
+def wait_http(port, pid, log, timeout: 30)
+  deadline = R.mono + timeout
+  loop do
+    begin
+      TCPSocket.open("127.0.0.1", port) do |s|
+        s.write("GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        return if s.read.to_s.start_with?("HTTP/1.1 200", "HTTP/1.0 200")
+      end
+    rescue SystemCallError
+      nil
+    end
+    raise "server exited: #{File.read(log)[-600..]}" if Process.waitpid(pid, Process::WNOHANG)
+    raise "server not answering on port #{port} after #{timeout} s: #{File.read(log)[-600..]}" if R.mono > deadline
+
+    sleep 0.2
+  end
+end
+
+# A server started in its own process group, killed with it at the end.
+def with_server(argv, env: {})
+  log = R.tmp("server.log")
+  pid = Process.spawn(env, *argv, chdir: File.dirname(APP), in: "/dev/null", out: log, err: %i[child out],
+                                  pgroup: true)
+  E2E.register_pid(pid)
+  yield pid, log
+ensure
+  if pid
+    begin
+      Process.kill("TERM", -pid)
+      Timeout.timeout(5) { Process.wait(pid) }
+    rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
+      Process.kill("KILL", -pid) rescue nil
+      Process.wait(pid) rescue nil
+    end
+  end
+end
+
+# Loopback load for `seconds`: wrk when installed, else curl in a loop.
+def with_load(port, seconds)
+  url = "http://127.0.0.1:#{port}/load"
+  argv = if have("wrk") then ["wrk", "-t2", "-c4", "-d#{seconds}s", url]
+         else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
+         end
+  pid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
+  E2E.register_pid(pid)
+  yield
+ensure
+  if pid
+    Process.kill("KILL", -pid) rescue nil
+    Process.wait(pid) rescue nil
+  end
+end
+
+def wait_children(pid, n, timeout: 30, except: [])
+  deadline = R.mono + timeout
+  loop do
+    kids = R.children_of(pid) - except
+    return kids if kids.size >= n
+    raise "expected #{n} new workers of #{pid}, have #{kids.inspect} after #{timeout} s" if R.mono > deadline
+
+    sleep 0.1
+  end
+end
+
+# pids whose stacks include label.
+def serving(procs, label)
+  procs.select { |_, (_, labels)| labels.include?(label) }.keys.sort
+end
+
+check_with("rubocop", "servers/rubocop", "rubocop not installed (Debian package rubocop; tools/install-deps.sh)") do |probs|
+  dir = R.tmp("rubocop-src", mkdir: true)
+  %w[set ostruct tsort observer shellwords prettyprint].each do |lib|
+    src = File.join(RbConfig::CONFIG["rubylibdir"], "#{lib}.rb")
+    FileUtils.cp(src, dir) if File.exist?(src)
+  end
+  out = R.tmp("rubocop.txt")
+  res = R.rec("record", "-f", "collapsed", "-o", out, "--", "rubocop", "--cache", "false", "--format", "quiet", dir,
+              timeout: 120)
+  # rubocop exits 1 when it finds offenses: rbpeek still writes the profile
+  next probs << "record -- rubocop: #{res.describe}" unless res.status&.zero? && File.exist?(out)
+
+  stacks = R.read_collapsed(out)
+  total = R.total(stacks)
+  cops = stacks.sum { |frames, c| frames.any? { |f| f.label.start_with?("RuboCop::Cop::") } ? c : 0 }
+  own = stacks.sum { |frames, c| frames.any? { |f| f.label.start_with?("RuboCop::") } ? c : 0 }
+  probs << "only #{own} of #{total} samples under RuboCop:: methods" unless own * 2 > total
+  probs << "no samples in RuboCop::Cop:: methods" unless cops.positive?
+  runner = stacks.any? { |frames, _| frames.any? { |f| f.label =~ /\ARuboCop::Runner#/ && f.path.to_s.include?("rubocop") } }
+  probs << "RuboCop::Runner methods missing or without their file" unless runner
+  format("%.0f%% of %d samples under RuboCop::, %.0f%% in cops", 100.0 * own / total, total, 100.0 * cops / total)
+end
+
+check_with("puma", "servers/puma-cluster", "puma not installed (Debian package puma)") do |probs|
+  port = free_port
+  with_server(["puma", "-w", "2", "-t", "1:2", "-b", "tcp://127.0.0.1:#{port}", APP]) do |master, log|
+    wait_http(port, master, log)
+    workers = wait_children(master, 2)
+    with_load(port, 12) do
+      sleep 0.5
+      out = R.tmp("puma.txt")
+      res = R.rec("record", "--subprocesses", "-d", "4", "-f", "collapsed", "-o", out, "--pid", master, timeout: 30)
+      next probs << "record: #{res.describe}" unless res.status&.zero?
+
+      procs = R.by_process(R.read_collapsed(out))
+      busy = serving(procs, "HelloApp#render_page")
+      probs << "master #{master} missing: #{procs.keys.inspect}" unless procs.key?(master)
+      probs << "workers #{workers.inspect} not both serving in the profile (render_page in #{busy.inspect})" unless (workers - busy).empty?
+      probs << "worker root lacks puma's process title: #{procs[workers.first]&.first.inspect}" unless procs[workers.first]&.first.to_s.include?("puma")
+      probs << "master shows request handling" if busy.include?(master)
+      "workers #{workers.inspect} serving"
+    end
+  end
+end
+
+check_with("unicorn", "servers/unicorn-refork", "unicorn not installed (Debian package unicorn)") do |probs|
+  port = free_port
+  with_server(["unicorn", "-c", UNICORN_CONF, APP], env: { "RBPEEK_PORT" => port.to_s }) do |master, log|
+    wait_http(port, master, log)
+    workers = wait_children(master, 2)
+    with_load(port, 20) do
+      out = R.tmp("unicorn.txt")
+      bg = R::Background.new(["record", "--subprocesses", "-d", "7", "-f", "collapsed", "-o", out, "--pid", master])
+      bg.wait_stderr(/recording process/)
+      sleep 2
+      victim = workers.first
+      Process.kill("KILL", victim)
+      fresh = wait_children(master, 1, timeout: 4, except: workers)
+      res = bg.wait(timeout: 30)
+      next probs << "record: #{res.describe}" unless res.status&.zero?
+
+      bad = R.stderr_of(res).lines.grep(/error:|warning:/)
+      probs << "stderr: #{bad.inspect}" unless bad.empty?
+      procs = R.by_process(R.read_collapsed(out))
+      busy = serving(procs, "HelloApp#render_page")
+      probs << "killed worker #{victim} not in the profile (before its death)" unless busy.include?(victim)
+      probs << "surviving worker #{workers.last} not serving in the profile" unless busy.include?(workers.last)
+      probs << "new worker #{fresh.inspect} not picked up (serving: #{busy.inspect}, all: #{procs.keys.inspect})" unless busy.include?(fresh.first)
+      "killed #{victim}, new worker #{fresh.first} picked up"
+    end
+  end
+end
+
+finish
