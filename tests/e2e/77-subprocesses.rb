@@ -6,9 +6,11 @@
 # a non-Ruby child.  Every Ruby process must show under its own
 # "process PID: cmdline" root (in speedscope: its own profiles), the
 # non-Ruby one nowhere, and the killed worker must not break anything.
-# Also a spawned non-Ruby command whose child is Ruby.
+# Also a spawned non-Ruby command whose child is Ruby, and forker.rb under
+# the newest chroot Ruby (tools/setup-rubies.sh).
 require_relative "lib/e2e"
 require_relative "lib/record"
+require_relative "lib/chroot"
 include E2E
 
 R = Record
@@ -44,29 +46,62 @@ def forker_problems(probs, procs, s, sleepers)
   "processes #{procs.keys.size}: work_a #{a.inspect}, work_b #{b.inspect}, exec #{ex.inspect}"
 end
 
+# record --subprocesses of a running forker.rb (s: pid, log); the raw file.
+def record_forker(probs, s)
+  out = R.tmp("forker.txt")
+  sleepers = children_named(s.pid, "sleep")
+  bg = R::Background.new(["record", "--subprocesses", "-d", "5", "-f", "collapsed", "-o", out, "--pid", s.pid])
+  bg.wait_stderr(/recording process/)
+  sleep 1 # the first workers get sampled; then forker kills one and goes on
+  Process.kill("USR2", s.pid)
+  res = bg.wait(timeout: 20)
+  return probs << "record: #{res.describe}" unless res.status&.zero?
+
+  bad = R.stderr_of(res).lines.grep(/error:|warning:/i)
+  probs << "stderr has errors: #{bad.inspect}" unless bad.empty?
+  probs << "stderr does not say 4 or more processes were followed: #{R.stderr_of(res)}" unless R.stderr_of(res) =~ /followed [4-9] Ruby processes/
+  probs << "forker has no sleep child (test broken?)" if sleepers.empty?
+  note = forker_problems(probs, by_process(R.read_collapsed(out)), s, sleepers)
+  probs << "target log: #{s.log}\nps: #{`ps -o pid,ppid,stat,cmd --ppid #{s.pid}`}\nstderr: #{res.stderr}" unless probs.empty?
+  [note, R.stderr_of(res)[R::RAW_LINE, 1]]
+end
+
 raw_file = nil
 check("subproc/record") do |probs|
   R.with_script("forker") do |s|
-    out = R.tmp("forker.txt")
-    sleepers = children_named(s.pid, "sleep")
-    bg = R::Background.new(["record", "--subprocesses", "-d", "5", "-f", "collapsed", "-o", out, "--pid", s.pid])
-    bg.wait_stderr(/recording process/)
-    sleep 1 # the first workers get sampled; then forker kills one and goes on
-    Process.kill("USR2", s.pid)
-    res = bg.wait(timeout: 20)
-    unless res.status&.zero?
-      probs << "record: #{res.describe}"
-      next
-    end
-    raw_file = R.stderr_of(res)[R::RAW_LINE, 1]
-    bad = R.stderr_of(res).lines.grep(/error:|warning:/i)
-    probs << "stderr has errors: #{bad.inspect}" unless bad.empty?
-    probs << "stderr does not say 4 or more processes were followed: #{R.stderr_of(res)}" unless R.stderr_of(res) =~ /followed [4-9] Ruby processes/
-    probs << "forker has no sleep child (test broken?)" if sleepers.empty?
-    note = forker_problems(probs, by_process(R.read_collapsed(out)), s, sleepers)
-    probs << "target log: #{s.log}\nps: #{`ps -o pid,ppid,stat,cmd --ppid #{s.pid}`}\nstderr: #{res.stderr}\nprofile: #{File.read(out).lines.map { |l| l[0, 60] }.uniq.join}" unless probs.empty?
+    note, raw_file = record_forker(probs, s)
     note
   end
+end
+
+# forker.rb run by the newest chroot Ruby (a Debian build without VM symbols).
+ForkerIn = Struct.new(:pid, :log_file) do
+  def log = (File.read(log_file)[0, 500] rescue "")
+end
+rubies, = Chroots.prepare
+if (ruby = rubies.max_by { |r| Gem::Version.new(r.version) })
+  check("subproc/record-ruby#{ruby.xy}") do |probs|
+    ready = File.join(Chroots::INNER, ".run", "forker.ready")
+    FileUtils.rm_f(ruby.host_path(ready))
+    log = R.tmp("forker-#{ruby.xy}.log")
+    pid = Process.spawn({ "RBPEEK_READY" => ready }, "chroot", ruby.dir, "/bin/sh", "-c",
+                        "cd #{Chroots::INNER}/record && exec #{ruby.bin} forker.rb",
+                        in: "/dev/null", out: log, err: %i[child out])
+    E2E.register_pid(pid)
+    begin
+      deadline = R.mono + 30
+      sleep 0.05 until File.exist?(ruby.host_path(ready)) || R.mono > deadline
+      raise "forker under ruby #{ruby.version} not ready: #{File.read(log)[0, 400]}" unless File.exist?(ruby.host_path(ready))
+
+      sleep 0.2
+      note, = record_forker(probs, ForkerIn.new(pid, log))
+      "ruby #{ruby.version}: #{note}"
+    ensure
+      E2E.kill_pid(pid)
+    end
+  end
+else
+  skip("subproc/record-chroot", "no chroot Ruby ready (tools/setup-rubies.sh)")
 end
 
 check("subproc/speedscope") do |probs|
