@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 77-subprocesses.rb - --subprocesses for record, snapshot and top on a
+# 78-subprocesses.rb - --subprocesses for record, snapshot and top on a
 # real process tree (tests/targets/record/forker.rb): workers forked at
 # start, one killed and re-forked mid-recording, a shell that execs Ruby,
 # a non-Ruby child.  Every Ruby process must show under its own
