@@ -31,7 +31,6 @@
 #include "profile/procset.h"
 #include "profile/profile.h"
 #include "profile/sampler.h"
-#include "proc/procs.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -254,8 +253,8 @@ static int table_build(const struct rbp_profile *p, const struct view *v, struct
 	rbp_rows_count(p, wc, row_of, t->win, t->n);
 	rbp_rows_count(p, cc, row_of, t->cum, t->n);
 	for (size_t i = 0; i < t->n; i++)
-		if (t->cum[i].total && (t->cum[i].kind == RBP_PFRAME_RUBY ||
-					t->cum[i].kind == RBP_PFRAME_CFUNC))
+		if (t->cum[i].total && t->cum[i].kind != RBP_PFRAME_THREAD &&
+		    t->cum[i].kind != RBP_PFRAME_PROCESS)   /* GC frames are rows too */
 			t->order[t->n_order++] = i;
 	sort_table = t;
 	sort_col = v->sort;

@@ -1,5 +1,5 @@
 /*
- * target.c - a live process as a target, and its threads.
+ * target.c - a live process as a target, its threads, and the process tree.
  * (Core files are opened in corefile.c; rbp_target_close serves both.)
  */
 #include <dirent.h>
@@ -247,4 +247,72 @@ int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out)
 		buf[--len] = '\0';
 	memcpy(out->comm, buf, len + 1);
 	return RBP_OK;
+}
+
+/* ---- the process tree (for --subprocesses and naming processes) ---- */
+
+int rbp_proc_list(pid_t **pids, size_t *n)
+{
+	DIR *d = opendir("/proc");
+	int err;
+
+	*pids = NULL;
+	*n = 0;
+	if (!d)
+		return RBP_EIO;
+	err = collect_tids(d, pids, n);   /* the same numeric entries */
+	closedir(d);
+	return err;
+}
+
+int rbp_proc_parent(pid_t pid, pid_t *ppid, uint64_t *start)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	size_t len;
+	int pp = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof(buf), &len))
+		return RBP_ENOPROC;
+	/* the name in parentheses may hold anything: fields start after the last ')' */
+	if (!(p = strrchr(buf, ')')))
+		return RBP_EIO;
+	/* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+	 *  cutime cstime priority nice threads itrealvalue starttime" */
+	if (sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+		   "%*d %*d %llu", &pp, &st) != 2)
+		return RBP_EIO;
+	*ppid = (pid_t)pp;
+	*start = st;
+	return RBP_OK;
+}
+
+char *rbp_proc_cmdline(pid_t pid, char *buf, size_t n)
+{
+	char path[64];
+	size_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if (read_small(path, buf, n, &len)) {
+		buf[0] = 0;
+		return buf;
+	}
+	while (len > 0 && (buf[len - 1] == 0 || buf[len - 1] == ' '))
+		buf[--len] = 0;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == 0 || buf[i] == '\n' || buf[i] == '\t')
+			buf[i] = ' ';
+	return buf;
+}
+
+char *rbp_proc_exe(pid_t pid, char *buf, size_t n)
+{
+	char path[64];
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	len = readlink(path, buf, n - 1);
+	buf[len < 0 ? 0 : len] = 0;
+	return buf;
 }

@@ -67,6 +67,27 @@ struct rbp_task_info {
 int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out);
 
 /*
+ * The process tree as /proc shows it, for following a process's children
+ * (--subprocesses) and naming processes.  Each call reads one small file
+ * or one directory; nothing is cached.
+ */
+/* Every process (thread-group leader) in /proc, sorted; *pids malloc'd.  RBP_ENOMEM / RBP_EIO. */
+int rbp_proc_list(pid_t **pids, size_t *n);
+/*
+ * Parent and start time (clock ticks since boot; with the PID it names a
+ * process uniquely) from /proc/PID/stat.  RBP_ENOPROC when gone.
+ */
+int rbp_proc_parent(pid_t pid, pid_t *ppid, uint64_t *start);
+/*
+ * The command line with arguments joined by spaces (what `ps` shows, so a
+ * title a program set, like puma's, shows too), cut to fit buf; "" when
+ * unreadable.  Returns buf.
+ */
+char *rbp_proc_cmdline(pid_t pid, char *buf, size_t n);
+/* The executable's path (readlink of /proc/PID/exe), "" when unreadable.  Returns buf. */
+char *rbp_proc_exe(pid_t pid, char *buf, size_t n);
+
+/*
  * Pausing: stop every thread of a live process with PTRACE_SEIZE +
  * PTRACE_INTERRUPT and wait until each is in a ptrace-stop; threads that
  * appear meanwhile are caught too.  On any failure everything already

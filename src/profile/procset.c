@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proc/procs.h"
+#include "proc/target.h"
 #include "util/err.h"
 #include "util/vec.h"
 

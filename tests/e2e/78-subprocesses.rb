@@ -15,19 +15,7 @@ include E2E
 
 R = Record
 names = %w[subproc/record subproc/speedscope subproc/snapshot subproc/top subproc/non-ruby-root]
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
-  exit 0
-end
-
-def check(name)
-  test(name) do
-    probs = []
-    note = yield probs
-    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
-  end
-end
+exit 0 if skip_unless_tracing(names)
 
 PROCESS = R::PROCESS_ROOT
 def by_process(stacks) = R.by_process(stacks)

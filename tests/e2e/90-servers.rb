@@ -20,19 +20,7 @@ R = Record
 APP = File.join(TARGETS, "servers", "app.ru")
 UNICORN_CONF = File.join(TARGETS, "servers", "unicorn.conf.rb")
 names = %w[servers/rubocop servers/puma-cluster servers/unicorn-refork]
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
-  exit 0
-end
-
-def check(name)
-  test(name) do
-    probs = []
-    note = yield probs
-    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
-  end
-end
+exit 0 if skip_unless_tracing(names)
 
 def have(cmd)
   system("command -v #{cmd} >/dev/null 2>&1")

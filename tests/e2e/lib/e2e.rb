@@ -82,6 +82,26 @@ module E2E
     true
   end
 
+  # Skip every listed test when rbpeek is missing or may not read other
+  # processes; true when skipped (then exit).
+  def skip_unless_tracing(names)
+    return true if skip_without_rbpeek(names)
+    return false if can_trace_others?
+
+    names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
+    true
+  end
+
+  # Run a test whose block appends problems to `probs` and returns an
+  # optional note (a String); ok when no problems.
+  def check(name)
+    test(name) do
+      probs = []
+      note = yield probs
+      probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
+    end
+  end
+
   def root?
     Process.uid.zero?
   end

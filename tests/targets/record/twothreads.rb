@@ -1,20 +1,8 @@
 # frozen_string_literal: true
 #
-# twothreads.rb - the main thread alternates between two CPU-bound methods
-# (`hot` ~3/4 of its time, `cold` ~1/4, as in hotcold.rb) while a thread
-# named "napper" sleeps in `nap`: for `rbpeek top` (per-thread views, GVL
-# and on-CPU shares).
-require_relative "ready"
-
-def hot
-  i = 0
-  i += 1 while i < 30_000
-end
-
-def cold
-  i = 0
-  i += 1 while i < 10_000
-end
+# twothreads.rb - hotcold.rb's main thread (`hot` ~3/4 of its time, `cold`
+# ~1/4) plus a thread named "napper" sleeping in `nap`: for `rbpeek top`
+# (per-thread views, GVL and on-CPU shares).
 
 def nap
   sleep 0.05
@@ -24,8 +12,4 @@ Thread.new do
   Thread.current.name = "napper"
   loop { nap }
 end
-RecordTarget.ready!
-loop do
-  hot
-  cold
-end
+require_relative "hotcold" # says it is ready, then loops forever
