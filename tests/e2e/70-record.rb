@@ -21,21 +21,7 @@ names = %w[record/hot-share record/spawn record/spawn-no-such-command record/spa
            record/not-ruby record/no-samples record/bad-rate-duration record/threads record/gvl record/on-cpu record/on-cpu-nonblocking
            record/function record/nonblocking record/default-output-name record/stdout record/xdg-cache
            record/raw-file-per-recording]
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
-  exit 0
-end
-
-# Run a test whose block appends problems to `probs` and returns an optional
-# note; ok when no problems.
-def check(name)
-  test(name) do
-    probs = []
-    note = yield probs
-    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
-  end
-end
+exit 0 if skip_unless_tracing(names)
 
 def cmd(args)
   "rbpeek #{args.join(' ')}"
