@@ -98,6 +98,7 @@ def restored_problem(term)
   flags = s[/^((?:-?icanon|-?echo)[^\n]*)STTY$/, 1].split
   return "terminal left in raw mode: stty shows #{flags.inspect}" unless flags.include?("icanon") && flags.include?("echo")
   return "the alternate screen was not left (no prompt history on screen)" unless s.include?("EXIT=")
+  return "sanitizer report in the terminal:\n#{s}" if s =~ R::SANITIZER
 
   nil
 end
