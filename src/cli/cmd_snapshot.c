@@ -233,8 +233,12 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 	printf("]}\n");
 }
 
-/* Read one process's stacks and print them.  An RBP_E* code on failure. */
-static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o)
+/*
+ * Read one process's stacks and print them, after `before` (a separator);
+ * nothing is printed on failure.  An RBP_E* code on failure.
+ */
+static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o,
+		    const char *before)
 {
 	struct rbp_native *nat = NULL;
 	struct rbp_stacks s = { 0 };
@@ -252,6 +256,7 @@ static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapsh
 		err = RBP_ENOMEM;
 	if (!err) {
 		match_os_threads(&s, &ot, os);
+		fputs(before, stdout);
 		if (o->json)
 			print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o->no_gc);
 		else
@@ -282,18 +287,15 @@ static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	err = rbp_procset_refresh(ps, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
-	if (o->json)
-		fputs("{\"processes\":[", stdout);
 	for (size_t i = 0; !err && i < rbp_procset_count(ps); i++) {
 		struct rbp_procset_member *m = rbp_procset_member(ps, i);
-		if (printed)
-			fputs(o->json ? "," : "\n", stdout);
-		if ((last = snap_one(m->t, m->vm, o)) == RBP_ENOMEM)
+		const char *before = printed ? (o->json ? "," : "\n") : o->json ? "{\"processes\":[" : "";
+		if ((last = snap_one(m->t, m->vm, o, before)) == RBP_ENOMEM)
 			err = last;
 		else if (!last)
 			printed++;
 	}
-	if (o->json)
+	if (o->json && printed)
 		fputs("]}\n", stdout);
 	rbp_procset_free(ps);
 	return err ? err : printed ? RBP_OK : last;
@@ -323,7 +325,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)
-		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o);
+		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o, "");
 	if (err) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
