@@ -158,6 +158,7 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
+	@bench/subprocesses.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)

@@ -13,10 +13,11 @@
  * and re-attached at the next scan when still alive (a Ruby that exec'd
  * another Ruby).
  *
- * Cost: one readdir of /proc per scan (about 30 us per 100 processes on
- * this machine), plus one read of /proc/PID/stat per process started since
- * the last scan, plus one readlink per non-Ruby descendant.  Processes
- * outside the tree are read once in their lifetime.  (The cheaper
+ * Cost: one readdir of /proc per scan (about 100,000 instructions for 100
+ * processes, bench/subprocesses.sh), plus one read of /proc/PID/stat per
+ * process started since the last scan, plus one readlink per non-Ruby
+ * descendant.  Processes outside the tree are read once in their lifetime
+ * (the first scan reads them all: about 12,000 instructions each).  (The cheaper
  * /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN, which common
  * kernels lack, and misses grandchildren whose parent died.)
  */
