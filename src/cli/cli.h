@@ -44,6 +44,17 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
  * "scan", comma-separated; a debugging aid), 0 for all.
  */
 unsigned cli_discovery_env(void);
+struct rbp_target;
+struct rbp_vm;
+struct rbp_vm_opts;
+/*
+ * Open the target (the core file when core is non-NULL, else process pid)
+ * and attach to its Ruby VM with vo, whose discovery comes from the
+ * environment.  Fills subj for cli_fail().  Returns an RBP_E* code; the
+ * caller frees whatever of *t and *vm is set, on success or failure.
+ */
+int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_opts *vo,
+		struct cli_subject *subj, struct rbp_target **t, struct rbp_vm **vm);
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
 

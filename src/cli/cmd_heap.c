@@ -174,16 +174,8 @@ int cmd_heap(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	subj.pid = o.pid;
-	subj.core = o.core;
-	err = o.core ? rbp_target_open_core(o.core, o.sysroot, &t) : rbp_target_open_pid(o.pid, &t);
-	if (!err) {
-		vo.force_version = o.force_version;
-		vo.discovery = cli_discovery_env();
-		err = rbp_vm_attach(t, &vo, &vm);
-		subj.version = vo.found_version;
-		subj.forced = o.force_version;
-	}
+	vo.force_version = o.force_version;
+	err = cli_open_vm(o.pid, o.core, o.sysroot, &vo, &subj, &t, &vm);
 	if (!err && (err = rbp_vm_read_heap(vm, &h)) == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "

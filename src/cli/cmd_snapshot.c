@@ -312,16 +312,8 @@ int cmd_snapshot(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	subj.pid = o.pid;
-	subj.core = o.core;
-	err = o.core ? rbp_target_open_core(o.core, o.sysroot, &t) : rbp_target_open_pid(o.pid, &t);
-	if (!err) {
-		vo.force_version = o.force_version;
-		vo.discovery = cli_discovery_env();
-		err = rbp_vm_attach(t, &vo, &vm);
-		subj.version = vo.found_version;
-		subj.forced = o.force_version;
-	}
+	vo.force_version = o.force_version;
+	err = cli_open_vm(o.pid, o.core, o.sysroot, &vo, &subj, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)

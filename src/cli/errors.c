@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "proc/target.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -118,6 +119,23 @@ unsigned cli_discovery_env(void)
 	if (strstr(e, "scan"))
 		m |= RBP_DISCOVER_SCAN;
 	return m;
+}
+
+int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_opts *vo,
+		struct cli_subject *subj, struct rbp_target **t, struct rbp_vm **vm)
+{
+	int err;
+
+	subj->pid = pid;
+	subj->core = core;
+	subj->forced = vo->force_version;
+	vo->discovery = cli_discovery_env();
+	err = core ? rbp_target_open_core(core, sysroot, t) : rbp_target_open_pid(pid, t);
+	if (err)
+		return err;
+	err = rbp_vm_attach(*t, vo, vm);
+	subj->version = vo->found_version;
+	return err;
 }
 
 int cli_parse_pid(const char *s)

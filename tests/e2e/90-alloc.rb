@@ -38,14 +38,6 @@ SITES = { "String" => ["Object#strings"], "Array" => ["Object#arrays"],
           "Point" => ["Class#new", "Object#points"] }.freeze
 SCRIPT = File.join(R::DIR, "allocs.rb")
 
-def check(name)
-  test(name) do
-    probs = []
-    note = yield probs
-    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
-  end
-end
-
 # {"String" => count} from rbpeek's final class table on stdout.
 def class_table(stdout)
   rows = {}

@@ -31,14 +31,6 @@ end
 
 SUMMARY = /: (\d+) samples in (\d+) ticks, (\d+) errors, (\d+) late/.freeze
 
-def check(name)
-  test(name) do
-    probs = []
-    note = yield probs
-    probs.empty? ? ok(name, note.is_a?(String) ? note : nil) : fail(name, probs.join("\n"))
-  end
-end
-
 # rbpeek's closing line as {samples:, ticks:, errors:, late:}, or a problem.
 def closing(probs, what, res)
   m = SUMMARY.match(R.stderr_of(res))
