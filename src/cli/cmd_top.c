@@ -31,6 +31,7 @@
 #include "profile/procset.h"
 #include "profile/profile.h"
 #include "profile/sampler.h"
+#include "proc/native.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -48,6 +49,9 @@ static const char top_usage[] =
 	"  -n, --iterations N      quit after N refreshes\n"
 	"      --subprocesses      also watch every Ruby process PID starts (workers)\n"
 	"      --nonblocking       never pause the process (stacks may be torn)\n"
+	"      --native            also unwind native stacks: C functions a C method calls\n"
+	"                          get rows of their own (not with --nonblocking or\n"
+	"                          --subprocesses)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n"
 	"\n"
@@ -65,6 +69,7 @@ struct top_opts {
 	long iterations;
 	int subprocesses;
 	int nonblocking;
+	int native;
 	const char *force_version;
 };
 
@@ -107,7 +112,7 @@ static int parse_seconds(const char *s, double *out)
 
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
-	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_FORCE };
+	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_FORCE, OPT_NATIVE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -116,6 +121,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
+		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -152,6 +158,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 			break;
 		case OPT_SUBPROC: o->subprocesses = 1; break;
 		case OPT_NONBLOCK: o->nonblocking = 1; break;
+		case OPT_NATIVE: o->native = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case 'h': fputs(top_usage, stdout); exit(0);
 		case ':':
@@ -164,6 +171,12 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		return cli_usage_error("top", "unexpected argument '%s'", argv[optind]);
 	if (!o->pid)
 		return cli_usage_error("top", "give --pid PID");
+	if (o->native && o->nonblocking)
+		return cli_usage_error("top", "--native cannot be used with --nonblocking "
+				       "(native stacks are read while the process is paused)");
+	if (o->native && o->subprocesses)
+		return cli_usage_error("top", "--native cannot be used with --subprocesses (not yet: "
+				       "native stacks are unwound for one process)");
 	return 0;
 }
 
@@ -557,6 +570,7 @@ int cmd_top(int argc, char **argv)
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
 	struct rbp_vm_opts vo = { 0 };
+	struct rbp_native *nat = NULL;
 	struct rbp_profile p;
 	struct rbp_sampler_status st;
 	struct rbp_sampler_opts so = { 0 };
@@ -567,14 +581,15 @@ int cmd_top(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	subj.pid = o.pid;
-	subj.forced = o.force_version;
 	vo.force_version = o.force_version;
-	vo.discovery = cli_discovery_env();
-	if ((err = rbp_target_open_pid(o.pid, &t)) || (err = rbp_vm_attach(t, &vo, &vm))) {
-		subj.version = vo.found_version;
+	if ((err = cli_open_vm(o.pid, NULL, NULL, &vo, &subj, &t, &vm))) {
+		rbp_vm_free(vm);
 		rbp_target_close(t);
 		return cli_fail(err, &subj);
+	}
+	if (o.native && (err = rbp_native_open(t, &nat))) {
+		rc = cli_fail(err, &subj);
+		goto cleanup;
 	}
 	if ((err = rbp_profile_init(&p))) {
 		rc = cli_fail(err, &subj);
@@ -595,7 +610,7 @@ int cmd_top(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	so = (struct rbp_sampler_opts){ .rate_hz = o.rate, .nonblocking = (uint8_t)o.nonblocking,
 		.duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
-		.progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .ctx = &v };
+		.progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = nat, .ctx = &v };
 	v.tty = !term_enter();
 	if (v.tty)
 		v.dirty = 1;   /* an empty screen at once, not after a second */
@@ -618,6 +633,7 @@ int cmd_top(int argc, char **argv)
 	}
 	rbp_profile_free(&p);
 cleanup:
+	rbp_native_close(nat);
 	rbp_procset_free(v.procs);
 	rbp_vm_free(vm);
 	rbp_target_close(t);

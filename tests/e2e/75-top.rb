@@ -14,7 +14,7 @@ include E2E
 
 R = Record
 HOTCOLD = File.join(R::DIR, "hotcold.rb") # twothreads.rb's main thread runs it
-names = %w[top/text top/usage top/not-ruby top/tmux-keys top/tmux-resize top/tmux-ctrl-c
+names = %w[top/text top/usage top/not-ruby top/native top/tmux-keys top/tmux-resize top/tmux-ctrl-c
            top/tmux-sigterm top/tmux-target-exits]
 exit 0 if skip_unless_tracing(names)
 
@@ -152,6 +152,30 @@ check("top/not-ruby") do |probs|
   probs << "top on sleep: #{res.describe}, expected exit 5" unless res.status == 5
   E2E.kill_pid(pid)
   nil
+end
+
+# --native: a C method's own C functions (OpenSSL's digest) get rows of
+# their own; the interpreter's frames do not.
+check("top/native") do |probs|
+  pid = Process.spawn("ruby", "-ropenssl", "-e",
+                      'd = OpenSSL::Digest.new("SHA256"); s = "x" * 1_000_000; loop { d.update(s) }')
+  E2E.register_pid(pid)
+  sleep 1
+  res = R.rec("top", "--pid", pid, "--native", "-n", "2", "--delay", "0.7", timeout: 20)
+  names = rows_of(res.stdout.split(/^(?=rbpeek top: )/).last.to_s).map { |r| r[2] }
+  if res.status != 0
+    probs << "top --native: #{res.describe}"
+  else
+    %w[OpenSSL::Digest#update ossl_digest_update].each do |want|
+      probs << "no #{want} row: #{names.inspect}" unless names.include?(want)
+    end
+    vm = names.grep(/\A(vm_|rb_vm_|vm_exec)/)
+    probs << "interpreter frames shown: #{vm.inspect}" unless vm.empty?
+  end
+  res = R.rec("top", "--pid", pid, "--native", "--nonblocking")
+  probs << "--native --nonblocking: #{res.describe}, expected exit 2" unless res.status == 2
+  E2E.kill_pid(pid)
+  "rows: #{names.first(4).join(', ')}"
 end
 
 tmux_tests = %w[top/tmux-keys top/tmux-resize top/tmux-ctrl-c top/tmux-sigterm top/tmux-target-exits]
