@@ -11,6 +11,20 @@ require_relative "lib/trace_check"
 include E2E
 include TraceCheck
 
+# argv run in a private mount namespace with tracefs and /proc mounted
+# inside the chroot, so the kernel streams work there too (the mounts go
+# away with the namespace); argv unchanged when that is not possible (not
+# root, no unshare).
+def with_tracefs(dir, argv)
+  return argv unless root? && system("unshare --version >/dev/null 2>&1")
+
+  script = 'mkdir -p "$1/sys/kernel/tracing" "$1/proc" &&
+    mount -t tracefs nodev "$1/sys/kernel/tracing" 2>/dev/null;
+    [ -d "$1/proc/self" ] || mount -t proc proc "$1/proc" 2>/dev/null;
+    shift; exec "$@"'
+  ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", dir, *argv]
+end
+
 # --- the other Rubies: the extension built inside each chroot --------------
 rubies, missing = Chroots.prepare
 missing.each { |xy, why| (SCENARIOS + ["json"]).each { |s| skip("trace-#{xy}/#{s}", why) } }
@@ -43,8 +57,8 @@ rubies.each do |ruby|
     next
   end
   run_scenarios(prefix, ruby.version, inner, host_out: ->(x) { ruby.host_path(x) }) do |s, out, fmt|
-    E2E.run(["chroot", ruby.dir, ruby.bin, "-I#{inner}/lib", "-I#{inner}/build", "#{inner}/scenarios.rb", s, out, fmt],
-            timeout: 30)
+    argv = ["chroot", ruby.dir, ruby.bin, "-I#{inner}/lib", "-I#{inner}/build", "#{inner}/scenarios.rb", s, out, fmt]
+    E2E.run(with_tracefs(ruby.dir, argv), timeout: 30)
   end
 end
 
