@@ -58,6 +58,30 @@ int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_op
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
 
+/*
+ * The options that name what a one-shot command reads: -p/--pid, -c/--core,
+ * --sysroot (long option value 'S') and --force-version ('F').
+ */
+struct cli_target_opts {
+	int pid;
+	const char *core;
+	const char *sysroot;
+	const char *force_version;
+};
+/*
+ * The default case of a command's getopt_long loop: takes option c (value
+ * in optarg) when it is one of the target options (o may be NULL for a
+ * command without them) and returns 0; else prints the usage error for a
+ * bad PID, a missing value (':') or an unknown option and returns
+ * EXIT_USAGE.
+ */
+int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o);
+/*
+ * After the option loop: no operands left and exactly one of --pid or
+ * --core.  Returns 0 or EXIT_USAGE (message printed).
+ */
+int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o);
+
 int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

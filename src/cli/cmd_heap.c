@@ -37,10 +37,7 @@ static const char heap_usage[] =
 	"  -h, --help              show this help\n";
 
 struct heap_opts {
-	int pid;
-	const char *core;
-	const char *sysroot;
-	const char *force_version;
+	struct cli_target_opts t;
 	int json;
 	long top;
 };
@@ -63,12 +60,6 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:n:jh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p':
-			if (!(o->pid = cli_parse_pid(optarg)))
-				return cli_usage_error("heap", "invalid PID '%s'", optarg);
-			break;
-		case 'c': o->core = optarg; break;
-		case 'S': o->sysroot = optarg; break;
 		case 'n':
 			o->top = strtol(optarg, &end, 10);
 			if (!*optarg || *end || o->top < 0 || o->top > 1000000)
@@ -76,19 +67,13 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 						       optarg);
 			break;
 		case 'j': o->json = 1; break;
-		case 'F': o->force_version = optarg; break;
 		case 'h': fputs(heap_usage, stdout); exit(0);
-		case ':':
-			return cli_usage_error("heap", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("heap", "unknown option '%s'", argv[optind - 1]);
+			if (cli_other_opt("heap", c, argv, &o->t))
+				return EXIT_USAGE;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error("heap", "unexpected argument '%s'", argv[optind]);
-	if (!o->pid == !o->core)
-		return cli_usage_error("heap", "give exactly one of --pid PID or --core FILE");
-	return 0;
+	return cli_target_check("heap", argc, argv, &o->t);
 }
 
 static const char *gc_state(enum rbp_gc_phase g)
@@ -174,14 +159,14 @@ int cmd_heap(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	vo.force_version = o.force_version;
-	err = cli_open_vm(o.pid, o.core, o.sysroot, &vo, &subj, &t, &vm);
+	vo.force_version = o.t.force_version;
+	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, &vo, &subj, &t, &vm);
 	if (!err && (err = rbp_vm_read_heap(vm, &h)) == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"
 			"hint: ObjectSpace.count_objects inside the process gives the counts by type\n",
-			o.core ? "core of process" : "process", (int)t->pid);
+			o.t.core ? "core of process" : "process", (int)t->pid);
 		rc = EXIT_VERSION;
 		goto cleanup;
 	}

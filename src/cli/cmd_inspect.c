@@ -28,6 +28,7 @@ int cmd_inspect(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	struct cli_target_opts o = { 0 };
 	struct cli_subject subj = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct rbp_target *t = NULL;
@@ -37,34 +38,23 @@ int cmd_inspect(int argc, char **argv)
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (!(subj.pid = cli_parse_pid(optarg)))
-				return cli_usage_error("inspect", "invalid PID '%s'", optarg);
-			break;
-		case 'c': subj.core = optarg; break;
-		case 'F': vo.force_version = subj.forced = optarg; break;
-		case 'h': fputs(inspect_usage, stdout); return 0;
-		case ':':
-			return cli_usage_error("inspect", "option '%s' needs a value", argv[optind - 1]);
-		default:
-			return cli_usage_error("inspect", "unknown option '%s'", argv[optind - 1]);
+		if (c == 'h') {
+			fputs(inspect_usage, stdout);
+			return 0;
 		}
+		if (cli_other_opt("inspect", c, argv, &o))
+			return EXIT_USAGE;
 	}
-	if (optind < argc || !subj.pid == !subj.core)
-		return cli_usage_error("inspect", "give exactly one of --pid PID or --core FILE");
-	vo.discovery = cli_discovery_env();
-	err = subj.core ? rbp_target_open_core(subj.core, NULL, &t) : rbp_target_open_pid(subj.pid, &t);
-	if (!err) {
-		if (subj.core)
-			printf("target:          core file %s (pid %d)\n", subj.core, (int)t->pid);
-		else
-			printf("target:          process %d\n", subj.pid);
-		err = rbp_vm_attach(t, &vo, &vm);
-		subj.version = vo.found_version;
-		if (*vo.found_version)
-			printf("ruby version:    %s\n", vo.found_version);
-	}
+	if (cli_target_check("inspect", argc, argv, &o))
+		return EXIT_USAGE;
+	vo.force_version = o.force_version;
+	err = cli_open_vm(o.pid, o.core, NULL, &vo, &subj, &t, &vm);
+	if (t && o.core)
+		printf("target:          core file %s (pid %d)\n", o.core, (int)t->pid);
+	else if (t)
+		printf("target:          process %d\n", o.pid);
+	if (t && *vo.found_version)
+		printf("ruby version:    %s\n", vo.found_version);
 	if (err)
 		return cli_fail(err, &subj);
 	const struct rbp_vm_info *in = rbp_vm_info(vm);

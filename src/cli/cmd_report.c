@@ -72,10 +72,8 @@ int cmd_report(int argc, char **argv)
 		case 'f': format = optarg; break;
 		case 'o': output = optarg; break;
 		case 'h': print_usage(); exit(0);
-		case ':':
-			return cli_usage_error("report", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("report", "unknown option '%s'", argv[optind - 1]);
+			return cli_other_opt("report", c, argv, NULL);
 		}
 	}
 	if (optind < argc)

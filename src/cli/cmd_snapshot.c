@@ -45,10 +45,7 @@ static const char snapshot_usage[] =
 	"  -h, --help              show this help\n";
 
 struct snapshot_opts {
-	int pid;
-	const char *core;
-	const char *sysroot;
-	const char *force_version;
+	struct cli_target_opts t;
 	int json;
 	int nonblocking;
 	int no_gc;
@@ -94,35 +91,25 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:jnh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p':
-			if (!(o->pid = cli_parse_pid(optarg)))
-				return cli_usage_error("snapshot", "invalid PID '%s'", optarg);
-			break;
-		case 'c': o->core = optarg; break;
-		case 'S': o->sysroot = optarg; break;
 		case 'j': o->json = 1; break;
 		case 'n': o->nonblocking = 1; break;
 		case 'N': o->native = 1; break;
-		case 'F': o->force_version = optarg; break;
 		case 'G': o->no_gc = 1; break;
 		case 'P': o->subprocesses = 1; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
-		case ':':
-			return cli_usage_error("snapshot", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("snapshot", "unknown option '%s'", argv[optind - 1]);
+			if (cli_other_opt("snapshot", c, argv, &o->t))
+				return EXIT_USAGE;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error("snapshot", "unexpected argument '%s'", argv[optind]);
-	if (!o->pid == !o->core)
-		return cli_usage_error("snapshot", "give exactly one of --pid PID or --core FILE");
-	if (o->native && o->core)
+	if (cli_target_check("snapshot", argc, argv, &o->t))
+		return EXIT_USAGE;
+	if (o->native && o->t.core)
 		return cli_usage_error("snapshot", "--native needs a live process (--pid), not a core file");
 	if (o->native && o->nonblocking)
 		return cli_usage_error("snapshot", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
-	if (o->subprocesses && o->core)
+	if (o->subprocesses && o->t.core)
 		return cli_usage_error("snapshot", "--subprocesses needs --pid");
 	return 0;
 }
@@ -312,8 +299,8 @@ int cmd_snapshot(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	vo.force_version = o.force_version;
-	err = cli_open_vm(o.pid, o.core, o.sysroot, &vo, &subj, &t, &vm);
+	vo.force_version = o.t.force_version;
+	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, &vo, &subj, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)

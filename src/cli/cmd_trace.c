@@ -177,10 +177,8 @@ int cmd_trace(int argc, char **argv)
 		case 'b': size = optarg; break;
 		case 'C': no_c = 1; break;
 		case 'h': fputs(trace_usage, stdout); return 0;
-		case ':':
-			return cli_usage_error("trace", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("trace", "unknown option '%s'", argv[optind - 1]);
+			return cli_other_opt("trace", c, argv, NULL);
 		}
 	}
 	if (strcmp(fmt, "perfetto") && strcmp(fmt, "json"))

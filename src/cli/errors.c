@@ -1,6 +1,7 @@
 /*
  * errors.c - core error codes turned into words, advice and exit codes.
  */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,4 +147,31 @@ int cli_parse_pid(const char *s)
 	if (!*s || *end || v <= 0 || v > 0x3fffffff)
 		return 0;
 	return (int)v;
+}
+
+int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o)
+{
+	switch (o ? c : 0) {
+	case 'p':
+		if (!(o->pid = cli_parse_pid(optarg)))
+			return cli_usage_error(cmd, "invalid PID '%s'", optarg);
+		return 0;
+	case 'c': o->core = optarg; return 0;
+	case 'S': o->sysroot = optarg; return 0;
+	case 'F': o->force_version = optarg; return 0;
+	}
+	if (c == ':')
+		return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+	return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+}
+
+int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o)
+{
+	if (optind < argc)
+		return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+	if (!o->pid == !o->core)
+		return cli_usage_error(cmd, "give exactly one of --pid PID or --core FILE");
+	if (o->sysroot && !o->core)
+		return cli_usage_error(cmd, "--sysroot goes with --core");
+	return 0;
 }

@@ -14,6 +14,14 @@ USAGE_ERRORS = {
   "snapshot-pid-and-core" => %w[snapshot --pid 1 --core /nonexistent],
   "snapshot-unknown-option" => %w[snapshot --pid 1 --bogus],
   "snapshot-extra-argument" => %w[snapshot --pid 1 extra],
+  "snapshot-sysroot-without-core" => %w[snapshot --pid 1 --sysroot /],
+  "heap-pid-missing-value" => %w[heap --pid],
+  "heap-unknown-option" => %w[heap --pid 1 --bogus],
+  "inspect-no-target" => %w[inspect],
+  "inspect-pid-not-a-number" => %w[inspect --pid abc],
+  "inspect-extra-argument" => %w[inspect --pid 1 extra],
+  "report-unknown-option" => %w[report --bogus],
+  "trace-missing-value" => %w[trace -o],
 }.freeze
 
 names = %w[cli/help cli/snapshot-help cli/version] + USAGE_ERRORS.keys.map { |k| "cli/usage-#{k}" }
