@@ -10,11 +10,7 @@ include E2E
 MODES = { "snapshot" => [], "snapshot-nonblocking" => ["--nonblocking"] }.freeze
 names = TARGET_NAMES.flat_map { |n| MODES.keys.map { |m| "#{m}/#{n}" } } + %w[snapshot-text/threads] +
         TARGET_NAMES.map { |n| "snapshot-leaves-running/#{n}" }
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
-  exit 0
-end
+exit 0 if skip_unless_tracing(names)
 
 # Thread ids as /proc sees them: main thread's tid is the PID; every tid is a
 # task of the process; a thread named by Thread#name has that name as comm.

@@ -7,11 +7,7 @@ require_relative "lib/e2e"
 include E2E
 
 names = %w[deep/10000-frames-fast robust/kill-mid-snapshot robust/repeat-snapshots]
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "not root and kernel.yama.ptrace_scope > 0: cannot read other processes") }
-  exit 0
-end
+exit 0 if skip_unless_tracing(names)
 
 with_target("deep") do |t|
   test("deep/10000-frames-fast") do

@@ -9,11 +9,7 @@ require "tmpdir"
 include E2E
 
 names = %w[output/dev-null output/fifo output/regular-file-replaced]
-exit 0 if skip_without_rbpeek(names)
-unless can_trace_others?
-  names.each { |n| skip(n, "cannot read other processes here") }
-  exit 0
-end
+exit 0 if skip_unless_tracing(names)
 
 with_target("threads") do |t|
   test("output/dev-null") do

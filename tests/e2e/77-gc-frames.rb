@@ -29,15 +29,7 @@ end
 HOST_NAMES = %w[gc/formats gc/snapshot].freeze
 
 all = HOST_NAMES + (Chroots::ALL + [RUBY_VERSION[/\A\d+\.\d+/]]).uniq.flat_map { |v| names_for(v) }
-exit 0 if skip_without_rbpeek(all)
-unless can_trace_others?
-  all.each { |n| skip(n, "cannot read other processes (not root, ptrace_scope > 0)") }
-  exit 0
-end
-
-def report(name, problems, note = nil)
-  problems.empty? ? ok(name, note) : fail(name, problems.first(10).join("\n"))
-end
+exit 0 if skip_unless_tracing(all)
 
 def rec(*args)
   rbpeek("record", *args, "--silent", timeout: 20, env: { "XDG_CACHE_HOME" => CACHE })

@@ -55,14 +55,6 @@ def gcore(pid)
   path
 end
 
-def report(name, problems, note = nil)
-  return ok(name, note) if problems.empty?
-
-  shown = problems.first(12)
-  shown << "(#{problems.size - 12} more)" if problems.size > 12
-  fail(name, shown.join("\n"))
-end
-
 rubies.each do |ruby|
   xy = ruby.xy
   pre = "ruby#{xy}"

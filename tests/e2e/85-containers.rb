@@ -49,14 +49,6 @@ if rubies.empty?
   finish
 end
 
-def report(name, problems, note = nil)
-  return ok(name, note) if problems.empty?
-
-  shown = problems.first(12)
-  shown << "(#{problems.size - 12} more)" if problems.size > 12
-  fail(name, shown.join("\n"))
-end
-
 # Whether this machine lets us make KIND of container; nil or why not.
 def container_problem(ruby, kind)
   mnt = File.join(OUT, "probe.#{$$}")

@@ -92,6 +92,15 @@ module E2E
     true
   end
 
+  # ok when there are no problems, else fail with the first 12 of them.
+  def report(name, problems, note = nil)
+    return ok(name, note) if problems.empty?
+
+    shown = problems.first(12)
+    shown << "(#{problems.size - 12} more)" if problems.size > 12
+    fail(name, shown.join("\n"))
+  end
+
   # Run a test whose block appends problems to `probs` and returns an
   # optional note (a String); ok when no problems.
   def check(name)
