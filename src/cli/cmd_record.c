@@ -161,9 +161,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		o->cmd = argv + optind;
 	if (!o->pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
-	if (o->native && o->subprocesses)
-		return cli_usage_error("record", "--native cannot be used with --subprocesses (not yet: "
-				       "native stacks are unwound for one process)");
 	if (o->native && o->so.nonblocking)
 		return cli_usage_error("record", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");

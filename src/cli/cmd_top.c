@@ -174,9 +174,6 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	if (o->native && o->nonblocking)
 		return cli_usage_error("top", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
-	if (o->native && o->subprocesses)
-		return cli_usage_error("top", "--native cannot be used with --subprocesses (not yet: "
-				       "native stacks are unwound for one process)");
 	return 0;
 }
 

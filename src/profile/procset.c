@@ -71,6 +71,7 @@ static void free_member(struct rbp_procset_member *m)
 {
 	rbp_hmap_clear(&m->frame_ids);
 	rbp_hmap_clear(&m->tid_names);
+	rbp_native_close(m->native);
 	if (m->owned) {
 		rbp_vm_free(m->vm);
 		rbp_target_close(m->t);

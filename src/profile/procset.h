@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc/native.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
 #include "util/hmap.h"
@@ -44,6 +45,10 @@ struct rbp_procset_member {
 	/* the sampler's per-process state (interned by this process's walker) */
 	struct rbp_hmap frame_ids, tid_names;
 	uint32_t root_node;       /* its "process PID: cmdline" node, 0 until made */
+	/* --native: its unwinder, opened by the sampler on first use and
+	 * closed with the member; native_err: why it could not be opened */
+	struct rbp_native *native;
+	int native_err;
 };
 
 struct rbp_procset;

@@ -21,6 +21,7 @@
 struct loop {
 	struct rbp_target *t;
 	struct rbp_vm *vm;
+	struct rbp_native *native;   /* --native: the unwinder of t's process, else NULL */
 	const struct rbp_sampler_opts *o;
 	struct rbp_profile *p;
 	struct rbp_stacks stacks;
@@ -139,7 +140,7 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 
 	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
 		read_states(l);
-	err = l->o->native ? rbp_vm_read_stacks_native(l->vm, l->o->native, &l->stacks) :
+	err = l->native ? rbp_vm_read_stacks_native(l->vm, l->native, &l->stacks) :
 	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
 	if (err)
 		return err;
@@ -193,8 +194,12 @@ static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_
 
 	if ((err = process_node(l, m)))
 		return err;
+	if (l->o->native && m->owned && !m->native && !m->native_err)
+		m->native_err = rbp_native_open(m->t, &m->native);
 	l->t = m->t;
 	l->vm = m->vm;
+	/* the root's is the caller's; NULL (Ruby frames only) if it could not be opened */
+	l->native = m->owned ? m->native : l->o->native;
 	l->root_node = m->root_node;
 	l->frame_ids = m->frame_ids;
 	l->tid_names = m->tid_names;
@@ -277,7 +282,7 @@ static void account_tick_cost(struct rbp_sampler_status *st, uint64_t cost)
 int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sampler_opts *o,
 		    struct rbp_profile *p, struct rbp_sampler_status *st)
 {
-	struct loop l = { .t = t, .vm = vm, .o = o, .p = p };
+	struct loop l = { .t = t, .vm = vm, .native = o->native, .o = o, .p = p };
 	uint64_t period = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
 	uint64_t start = now_ns(CLOCK_MONOTONIC), deadline = start, next_progress;
 	int err = RBP_OK;

@@ -16,7 +16,8 @@
 #     extension built inside the chroot.
 # Plus: a real extension from Debian (OpenSSL digest) shows its function
 # names; record --native writes native frames to every format and through
-# the raw file; --native with --nonblocking is a usage error.
+# the raw file; --native with --nonblocking is a usage error; with
+# --subprocesses, forked workers get native frames from their own unwinder.
 require_relative "lib/e2e"
 require_relative "lib/record"
 require "fileutils"
@@ -28,7 +29,8 @@ MAIN = File.join(TARGETS, "ext", "native_main.rb")
 STATIC = "/var/cache/rbpeek-static/v3_1_2/ruby"
 CHROOT = "/var/cache/rbpeek/chroots/3.3"
 NAMES = %w[native/usage native/host native/host-record native/host-formats native/late-load
-           native/static native/chroot-3.3 native/openssl native/vdso].freeze
+           native/static native/chroot-3.3 native/openssl native/vdso
+           native/subprocesses].freeze
 exit 0 if skip_without_rbpeek(NAMES)
 
 # Innermost first, as snapshot --json lists them.
@@ -229,6 +231,39 @@ test("native/openssl") do
     else
       ok("native/openssl", "#{named.size}/#{stacks.size} stacks name ossl_digest_update")
     end
+  end
+end
+# Forked workers, each with its own unwinder: both show OpenSSL's frames
+# under their own "process PID" root.
+test("native/subprocesses") do
+  Open3.popen2(RUBY, File.join(TARGETS, "ext", "digest_workers.rb")) do |_in, out, thr|
+    register_pid(thr.pid)
+    line = Timeout.timeout(20) { out.gets }.to_s
+    workers = line.split.drop(1).map(&:to_i)
+    next fail("native/subprocesses", "no READY from digest_workers.rb: #{line.inspect}") unless workers.size == 2
+
+    workers.each { |w| register_pid(w) }
+    res = Record.rec("record", "--pid", thr.pid, "--subprocesses", "--native", "-d", "2", "-f", "collapsed",
+                     "-o", (o = Record.tmp("workers.collapsed")))
+    lines = res.status&.zero? ? File.readlines(o, chomp: true) : []
+    stacks = lines.map { |l| l.sub(/ \d+\z/, "").split(";").map { |f| f.sub(/ \(.*\)\z/, "") } }
+    native = lambda do |w|
+      stacks.select { |s| s.first.start_with?("process #{w}:") }.select do |s|
+        i = s.index("ossl_digest_update")
+        i && s[i - 1] == "OpenSSL::Digest#update" && s.drop(i + 1).grep(/\A(EVP_|SHA256|libcrypto)/).any?
+      end
+    end
+    missing = workers.select { |w| native.(w).empty? }
+    if lines.empty? then fail("native/subprocesses", res.describe + " " + res.stderr)
+    elsif (f = stacks.flatten.grep(INTERPRETER).first) then fail("native/subprocesses", "interpreter frame #{f.inspect}")
+    elsif !missing.empty?
+      fail("native/subprocesses", "no OpenSSL native frames under worker(s) #{missing.join(', ')}: #{lines.first(4).inspect}")
+    else
+      ok("native/subprocesses", workers.map { |w| "worker #{w}: #{native.(w).size} stacks" }.join(", "))
+    end
+  ensure
+    workers&.each { |w| Process.kill(:KILL, w) rescue nil }
+    Process.kill(:KILL, thr.pid) rescue nil
   end
 end
 # A thread inside the vDSO: unwound through it, under glibc's clock_gettime.
