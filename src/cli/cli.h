@@ -82,6 +82,24 @@ int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o
  */
 int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o);
 
+/* How cli_spawn() runs the program. */
+enum {
+	CLI_SPAWN_AS_INVOKER = 1,    /* under sudo: as the invoking user, never root */
+	CLI_SPAWN_KEEP_PERFMON = 2,  /* and with CAP_PERFMON (ambient), for the tracer */
+};
+/*
+ * Fork and exec cmd (spawn.c).  Returns the child's pid, or -1 with the
+ * error printed when it could not be started.
+ */
+int cli_spawn(char **cmd, unsigned flags);
+/*
+ * Under sudo: a copy of tracefs's raw_syscalls and sched event
+ * descriptions in a new directory the invoking user may read (for the
+ * tracer's $RBPEEK_TRACEFS), else NULL.  Remove it with cli_tracefs_remove().
+ */
+char *cli_tracefs_copy(void);
+void cli_tracefs_remove(char *dir);   /* NULL-safe; frees dir */
+
 int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

@@ -185,57 +185,6 @@ static int child_exited(void *ctx)
 }
 
 /* In the child: become the user who ran sudo, unless told not to. */
-static void drop_root(void)
-{
-	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID"), *user = getenv("SUDO_USER");
-
-	if (geteuid() != 0 || !uid || !gid)
-		return;
-	if ((user && initgroups(user, (gid_t)atol(gid))) || setgid((gid_t)atol(gid)) ||
-	    setuid((uid_t)atol(uid))) {
-		fprintf(stderr, "rbpeek: error: cannot drop privileges to uid %s: %s\n", uid,
-			strerror(errno));
-		_exit(126);
-	}
-}
-
-/*
- * Start the command.  A close-on-exec pipe tells whether exec worked: the
- * child writes errno to it only when exec fails.
- */
-static int spawn(char **cmd, int no_drop_root)
-{
-	int fds[2], e = 0;
-
-	if (pipe2(fds, O_CLOEXEC))
-		return -1;
-	fflush(NULL);
-	child_pid = fork();
-	if (child_pid < 0)
-		return -1;
-	if (child_pid == 0) {
-		close(fds[0]);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		if (!no_drop_root)
-			drop_root();
-		execvp(cmd[0], cmd);
-		e = errno;
-		if (write(fds[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(127);
-	}
-	close(fds[1]);
-	ssize_t n = read(fds[0], &e, sizeof(e));
-	close(fds[0]);
-	if (n == sizeof(e)) {
-		waitpid(child_pid, NULL, 0);
-		fprintf(stderr, "rbpeek: error: cannot run '%s': %s\n", cmd[0], strerror(e));
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * Attach to a process, waiting while it is not Ruby yet (a spawned child
  * still loading) or its VM is not up yet.  Gives up after a few seconds
@@ -419,7 +368,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	if (o.cmd && spawn(o.cmd, o.no_drop_root))
+	if (o.cmd && (child_pid = cli_spawn(o.cmd, o.no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER)) < 0)
 		return EXIT_USAGE;
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;

@@ -26,7 +26,8 @@
 #include "cli/cli.h"
 
 static const char trace_usage[] =
-	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls] -- CMD ARGS...\n"
+	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls]\n"
+	"                    [--no-drop-root] -- CMD ARGS...\n"
 	"\n"
 	"Run a Ruby program with rbpeek's in-process tracer and write every method call,\n"
 	"GC step and (Ruby 3.2+) GVL state of its run to FILE when it exits: a Perfetto\n"
@@ -38,6 +39,9 @@ static const char trace_usage[] =
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
+	"  --no-drop-root        under sudo, run the program as root (by default it runs as\n"
+	"                        the invoking user, keeping only CAP_PERFMON for the kernel\n"
+	"                        streams)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
 	"ext/ directory, or the installed rbpeek gem.  rbpeek exits with the program's\n"
@@ -107,41 +111,38 @@ static int absolute(const char *out, char *buf, size_t len)
 	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
 }
 
-static int run(char **cmd, const char *out)
+/*
+ * Run the program and wait for it.  Under sudo it runs as the invoking user
+ * with CAP_PERFMON and a readable copy of tracefs (spawn.c), unless
+ * no_drop_root.
+ */
+static int run(char **cmd, const char *out, int no_drop_root)
 {
 	struct stat st;
-	int status, e = 0, fds[2];
+	int status;
 	/* a device or FIFO (-o /dev/stdout) is written in place and never removed */
 	int special = !stat(out, &st) && !S_ISREG(st.st_mode);
+	char *tracefs = no_drop_root ? NULL : cli_tracefs_copy();
 
-	if (pipe2(fds, O_CLOEXEC))
+	if (tracefs && setenv("RBPEEK_TRACEFS", tracefs, 1))
 		return EXIT_INTERNAL;
 	if (!special)
 		unlink(out);  /* so that a stale file is not taken for this run's trace */
-	fflush(NULL);
-	if ((child = fork()) < 0)
-		return EXIT_INTERNAL;
-	if (child == 0) {
-		close(fds[0]);
-		execvp(cmd[0], cmd);
-		e = errno;
-		if (write(fds[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(127);
-	}
-	close(fds[1]);
+	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER | CLI_SPAWN_KEEP_PERFMON);
 	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
 	signal(SIGTERM, forward);
 	signal(SIGHUP, forward);
-	if (read(fds[0], &e, sizeof(e)) == sizeof(e)) {
-		waitpid(child, NULL, 0);
-		fprintf(stderr, "rbpeek: error: cannot run '%s': %s\n", cmd[0], strerror(e));
+	if (child < 0) {
+		cli_tracefs_remove(tracefs);
 		return EXIT_USAGE;
 	}
-	close(fds[0]);
-	while (waitpid(child, &status, 0) < 0)
-		if (errno != EINTR)
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR) {
+			cli_tracefs_remove(tracefs);
 			return EXIT_INTERNAL;
+		}
+	}
+	cli_tracefs_remove(tracefs);
 	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
 			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
@@ -162,12 +163,13 @@ int cmd_trace(int argc, char **argv)
 		{ "format", required_argument, NULL, 'f' },
 		{ "buffer-size", required_argument, NULL, 'b' },
 		{ "no-c-calls", no_argument, NULL, 'C' },
+		{ "no-drop-root", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	const char *out = NULL, *fmt = "perfetto", *size = NULL;
 	char path[PATH_MAX];
-	int c, no_c = 0;
+	int c, no_c = 0, no_drop_root = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:o:f:h", longopts, NULL)) != -1) {
@@ -176,6 +178,7 @@ int cmd_trace(int argc, char **argv)
 		case 'f': fmt = optarg; break;
 		case 'b': size = optarg; break;
 		case 'C': no_c = 1; break;
+		case 'R': no_drop_root = 1; break;
 		case 'h': fputs(trace_usage, stdout); return 0;
 		default:
 			return cli_other_opt("trace", c, argv, NULL);
@@ -199,5 +202,5 @@ int cmd_trace(int argc, char **argv)
 	}
 	if (set_env(path, fmt, size, no_c))
 		return EXIT_INTERNAL;
-	return run(argv + optind, path);
+	return run(argv + optind, path, no_drop_root);
 }

@@ -6,8 +6,12 @@
 # `sudo rbpeek record -o FILE -- ruby ...` with umask 027.  The spawned
 # program runs as that user (uid, euid, gid and groups, never root), and the
 # output and raw files belong to that user with the mode its umask gives
-# (0640), not to root; so do the cache directories rbpeek makes.
+# (0640), not to root; so do the cache directories rbpeek makes.  The same
+# for `sudo rbpeek trace -- ruby ...`: the program runs as the user with one
+# capability, CAP_PERFMON, and its trace still has the kernel streams
+# (syscalls), read through the copy of tracefs rbpeek makes for it.
 require "etc"
+require "json"
 require "rbconfig"
 require "tmpdir"
 require_relative "lib/e2e"
@@ -16,7 +20,7 @@ include E2E
 
 USER = "rbpeek-e2e"
 SUDOERS = "/etc/sudoers.d/rbpeek-e2e"
-names = %w[privilege/sudo-spawn]
+names = %w[privilege/sudo-spawn privilege/sudo-trace]
 exit 0 if skip_without_rbpeek(names)
 
 def why_not
@@ -57,24 +61,35 @@ if (why = why_not)
   exit 0
 end
 
-test("privilege/sudo-spawn") do
+# As the user, through sudo, in a fresh directory of theirs with umask 027:
+# yields dir, pw and run_sudo; run_sudo.(args) runs `sudo rbpeek ARGS`.
+def as_user
   ensure_user_and_rule
   pw = Etc.getpwnam(USER)
   dir = Dir.mktmpdir("rbpeek-sudo-")
+  File.chown(pw.uid, pw.gid, dir)
+  File.chmod(0o755, dir)
+  run_sudo = lambda do |args|
+    cmd = ["sudo", "-n", "--preserve-env=XDG_CACHE_HOME", RBPEEK, *args]
+    run(["setpriv", "--reuid=#{pw.uid}", "--regid=#{pw.gid}", "--init-groups", "--",
+         "sh", "-c", 'umask 027; exec "$@"', "sh", *cmd],
+        env: { "XDG_CACHE_HOME" => File.join(dir, "cache") }, chdir: dir, timeout: 30)
+  end
+  yield dir, pw, run_sudo
+ensure
+  FileUtils.rm_rf(dir) if dir
+end
+
+
+test("privilege/sudo-spawn") do
   probs = []
-  begin
-    File.chown(pw.uid, pw.gid, dir)
-    File.chmod(0o755, dir)
+  as_user do |dir, pw, run_sudo|
     out = File.join(dir, "out.txt")
     ids = File.join(dir, "ids")
     script = "File.write(#{ids.inspect}, [Process.uid, Process.euid, Process.gid, Process.egid, " \
              "Process.groups.sort.join(%q(,))].join(' ')); def work; i = 0; i += 1 while i < 10_000; end; " \
              "t = Time.now; work while Time.now - t < 1"
-    cmd = ["sudo", "-n", "--preserve-env=XDG_CACHE_HOME", RBPEEK, "record", "-f", "collapsed", "-o", out,
-           "--", RbConfig.ruby, "-e", script]
-    res = run(["setpriv", "--reuid=#{pw.uid}", "--regid=#{pw.gid}", "--init-groups", "--",
-               "sh", "-c", 'umask 027; exec "$@"', "sh", *cmd],
-              env: { "XDG_CACHE_HOME" => File.join(dir, "cache") }, chdir: dir, timeout: 30)
+    res = run_sudo.(["record", "-f", "collapsed", "-o", out, "--", RbConfig.ruby, "-e", script])
     raise "sudo rbpeek record: #{res.describe}" unless res.status&.zero?
 
     raise "the program wrote no #{ids}: #{res.describe}" unless File.exist?(ids)
@@ -99,10 +114,39 @@ test("privilege/sudo-spawn") do
       probs << "#{d} (made by rbpeek) owned by #{st.uid}:#{st.gid}, expected #{pw.uid}:#{pw.gid}" unless [st.uid, st.gid] == [pw.uid, pw.gid]
     end
     probs << "the profile has no sample of the program's work" if File.exist?(out) && !File.read(out).include?("Object#work")
-  ensure
-    FileUtils.rm_rf(dir)
   end
   probs.empty? ? ok("privilege/sudo-spawn", "program as #{USER}, files #{USER}'s with mode 0640") : fail("privilege/sudo-spawn", probs.join("\n"))
+end
+
+test("privilege/sudo-trace") do
+  probs = []
+  kernel = true
+  as_user do |dir, pw, run_sudo|
+    out = File.join(dir, "trace.json")
+    ids = File.join(dir, "ids")
+    script = "st = File.read('/proc/self/status'); File.write(#{ids.inspect}, [Process.uid, Process.euid, " \
+             "st[/CapEff:\\s*(\\h+)/, 1], st[/CapAmb:\\s*(\\h+)/, 1]].join(' ')); " \
+             "3.times { sleep 0.01; File.read('/etc/hostname') }"
+    res = run_sudo.(["trace", "-f", "json", "-o", out, "--", RbConfig.ruby, "-e", script])
+    raise "sudo rbpeek trace: #{res.describe} #{res.stderr[0, 400]}" unless res.status&.zero?
+    raise "the program wrote no #{ids}" unless File.exist?(ids)
+
+    uid, euid, eff, amb = File.read(ids).split(" ")
+    probs << "program ran as uid/euid #{uid}/#{euid}, expected #{pw.uid}" unless [uid, euid] == [pw.uid.to_s] * 2
+    # CAP_PERFMON is capability 38: 0x4000000000
+    probs << "program's capabilities eff=#{eff} amb=#{amb}, expected CAP_PERFMON only (4000000000)" unless
+      [eff, amb].map { |h| h.to_i(16) } == [1 << 38] * 2
+    st = File.stat(out)
+    probs << "#{out} owned by #{st.uid}:#{st.gid}, expected #{pw.uid}:#{pw.gid}" unless [st.uid, st.gid] == [pw.uid, pw.gid]
+    names = JSON.parse(File.read(out))["traceEvents"].map { |e| e["name"] }
+    kernel = !res.stderr.include?("no syscalls or scheduler states")
+    probs << "no openat/read syscall slices in the trace: #{res.stderr[0, 300]}" if kernel && !(names.include?("openat") && names.include?("read"))
+    probs << "rbpeek's tracefs copy left behind: #{Dir.glob('/tmp/rbpeek-tracefs.*')}" unless Dir.glob("/tmp/rbpeek-tracefs.*").empty?
+  end
+  if !probs.empty? then fail("privilege/sudo-trace", probs.join("\n"))
+  elsif !kernel then skip("privilege/sudo-trace", "the kernel streams are not available here at all")
+  else ok("privilege/sudo-trace", "program as #{USER} with CAP_PERFMON only; syscalls traced; trace file #{USER}'s")
+  end
 end
 
 finish
