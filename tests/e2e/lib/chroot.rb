@@ -19,6 +19,8 @@ module Chroots
   SETUP = File.join(E2E::ROOT, "tools", "setup-rubies.sh")
   # The versions setup-rubies.sh knows, read from its "all=(...)" line.
   ALL = (File.read(SETUP)[/^all=\(([^)]*)\)/, 1] || "").split.freeze
+  # Those built from source (no Debian package yet), made only when named.
+  SOURCE_BUILT = (ALL - (File.read(SETUP)[/^debian=\(([^)]*)\)/, 1] || "").split).freeze
   INNER = "/tmp/rbpeek-targets.#{$$}" # the targets, as the chroot sees them
 
   # xy "3.4", dir the chroot, version "3.4.11" (what the chroot's ruby says)
@@ -31,9 +33,11 @@ module Chroots
       File.join(dir, inner)
     end
 
-    # The libruby the chroot's ruby uses (host path), or nil.
+    # The libruby the chroot's ruby uses (host path), or nil: Debian's, or
+    # a source build's in /usr/local (4.0).
     def libruby
-      Dir.glob(File.join(dir, "usr/lib/*/libruby-#{xy}.so.*")).min
+      (Dir.glob(File.join(dir, "usr/lib/*/libruby-#{xy}.so.*")) +
+       Dir.glob(File.join(dir, "usr/local/lib/libruby.so.#{xy}.*"))).min
     end
 
     # Whether libruby has a VM symbol (Debian's 3.3 and 3.4 export none and
@@ -59,7 +63,14 @@ module Chroots
       xy, dir = line.split
       Ruby.new(xy, dir, File.read(File.join(dir, "RUBY_VERSION")).strip)
     end
-    missing = (ALL - rubies.map(&:xy)).to_h { |v| [v, problem || "chroot not ready after tools/setup-rubies.sh"] }
+    missing = (ALL - rubies.map(&:xy)).to_h do |v|
+      why = if SOURCE_BUILT.include?(v)
+              "Ruby #{v} is built from source only on request: tools/setup-rubies.sh --dev #{v} (.ci/run does)"
+            else
+              problem || "chroot not ready after tools/setup-rubies.sh"
+            end
+      [v, why]
+    end
     rubies.each { |r| install_targets(r) }
     at_exit { rubies.each { |r| FileUtils.rm_rf(r.host_path(INNER)) } }
     [rubies, missing]
