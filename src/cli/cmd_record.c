@@ -55,6 +55,9 @@ static const char record_usage[] =
 	"                          the stack of the thread running the garbage collector\n"
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it (not with --nonblocking)\n"
+	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
+	"                          (default: a real-time priority when allowed, e.g. as root,\n"
+	"                          given up if sampling takes over half a CPU)\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
@@ -94,7 +97,7 @@ static void print_usage(void)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -112,6 +115,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
+		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -150,6 +154,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
+		case OPT_NORT: o->so.realtime = 0; break;
 		case 'h': print_usage(); exit(0);
 		case ':':
 			return cli_usage_error("record", "option '%s' needs a value", argv[optind - 1]);
@@ -310,11 +315,15 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 		double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 			     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core, %.1f us per tick), "
-			"max RSS %.1f MB\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
-			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0);
+			"max RSS %.1f MB; scheduling: %s\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
+			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0,
+			st->sched == RBP_SCHED_REALTIME ? "real-time" :
+			st->sched == RBP_SCHED_DROPPED ? "real-time given up (over half a CPU)" : "normal");
 	}
 	if (late_pct > 1.0)
-		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r\n");
+		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r%s\n",
+			st->sched == RBP_SCHED_NORMAL ?
+			" (as root, the sampling thread gets a real-time priority)" : "");
 	if (st->stop == RBP_STOP_FAILING)
 		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
 }
@@ -334,7 +343,7 @@ static void print_native_stats(const struct rbp_native *nat)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .rate = 100, .format = "flamegraph" };
+	struct record_opts o = { .rate = 100, .format = "flamegraph", .so.realtime = 1 };
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;

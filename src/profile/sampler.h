@@ -9,6 +9,17 @@
  * burst.  A tick whose read fails counts as an error; the loop gives up only
  * when most ticks fail.  The loop never prints: it reports through the
  * progress callback and the final status.
+ *
+ * Waking on time (see sampler.c for the measurements behind this): with
+ * opts.realtime the loop runs its thread under SCHED_FIFO priority 1 when
+ * the system allows it (root, CAP_SYS_NICE or RLIMIT_RTPRIO; otherwise it
+ * stays as it was, silently), with SCHED_RESET_ON_FORK, and returns to the
+ * old policy when it ends.  Should sampling take more than half of one CPU
+ * over any 100 ms window (ticks costlier than the period), it drops the
+ * real-time class for good, so that it can never starve the target on a
+ * one-CPU machine.  While real-time, at high rates, where the time the
+ * kernel takes to wake the thread is a large part of the half-period
+ * budget, the loop wakes that much early and spins to the deadline (at most a sixth of a period).
  */
 #ifndef RBP_PROFILE_SAMPLER_H
 #define RBP_PROFILE_SAMPLER_H
@@ -28,6 +39,13 @@ enum rbp_stop_reason {
 	RBP_STOP_FAILING,     /* most ticks failed: see last_err */
 };
 
+/* How the sampling thread was scheduled (opts.realtime). */
+enum rbp_sched_state {
+	RBP_SCHED_NORMAL = 0,   /* not asked for, or not allowed (EPERM) */
+	RBP_SCHED_REALTIME,     /* SCHED_FIFO for the whole recording */
+	RBP_SCHED_DROPPED,      /* SCHED_FIFO until sampling took over half a CPU */
+};
+
 struct rbp_sampler_status {
 	uint64_t elapsed_ns;
 	uint64_t ticks;       /* deadlines reached */
@@ -38,6 +56,8 @@ struct rbp_sampler_status {
 	enum rbp_stop_reason stop;
 	/* per-tick cost of reading (pause + walk + resume), nanoseconds of wall time */
 	uint64_t tick_ns_min, tick_ns_max, tick_ns_sum;
+	enum rbp_sched_state sched;
+	uint64_t spin_ns;     /* time spent spinning to deadlines after an early wake-up */
 };
 
 struct rbp_sampler_opts {
@@ -49,6 +69,7 @@ struct rbp_sampler_opts {
 	uint8_t by_function;      /* lines become the function's first line */
 	uint8_t nonblocking;      /* never pause the target */
 	uint8_t no_gc;            /* no "(GC: ...)" frame on the thread running the collector */
+	uint8_t realtime;         /* try SCHED_FIFO for the loop's thread (see above) */
 	/* --native: unwind native stacks with this and merge them (never
 	 * nonblocking; NULL: Ruby frames only).  Not owned. */
 	struct rbp_native *native;
