@@ -282,6 +282,66 @@ static void test_churn(void)
 	reap(pid);
 }
 
+static void *idle(void *arg)
+{
+	for (;;)
+		pause();
+	return arg;
+}
+
+/* A child that starts one more (sleeping) thread for each byte on *cmd. */
+static pid_t spawn_grower(int *cmd)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		pthread_t th;
+		char c;
+
+		close(fds[1]);
+		while (read(fds[0], &c, 1) == 1)
+			pthread_create(&th, NULL, idle, NULL);
+		_exit(0);
+	}
+	close(fds[0]);
+	*cmd = fds[1];
+	return pid;
+}
+
+/* As a sampler pauses: a thread created between two pauses is held too. */
+static void test_new_thread_between(void)
+{
+	int cmd = -1;
+	pid_t pid = spawn_grower(&cmd);
+	size_t total;
+
+	TEST("a thread created since the last pause is held by the next") {
+		CHECK(pid > 0);
+		for (int i = 0; i < 5; i++) {
+			struct rbp_pause *p;
+			char c = 'x';
+
+			CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+			CHECK_EQ_INT(rbp_pause_nthreads(p), (size_t)i + 1);
+			CHECK_EQ_INT(count_state(pid, 't', &total), (size_t)i + 1);
+			CHECK_EQ_INT(total, (size_t)i + 1);
+			rbp_resume(p);
+			/* one more thread, then wait until it shows */
+			CHECK(write(cmd, &c, 1) == 1);
+			for (int w = 0; w < 2000 && (count_state(pid, 't', &total), total) < (size_t)i + 2; w++)
+				sleep_ms(1);
+		}
+		sleep_ms(20);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+	}
+	close(cmd);
+	reap(pid);
+}
+
 static void test_stopped_target(pid_t pid)
 {
 	struct rbp_pause *p;
@@ -316,6 +376,7 @@ int main(void)
 	test_tracer_killed(pid);
 	test_stopped_target(pid);
 	test_churn();
+	test_new_thread_between();
 	TEST("bad pids") {
 		CHECK_EQ_INT(rbp_pause(getpid(), &p), RBP_EINVAL);
 		reap(pid);
