@@ -148,7 +148,7 @@ example: deps
 	@examples/run
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
@@ -167,6 +167,9 @@ $(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_pause: bench/bench_pause.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 clean:
