@@ -2,7 +2,8 @@
 # bench/sampling.sh - out-of-process sampling cost, measured on real Ruby
 # targets: CPU time per sample at stack depths 10, 100 and 1,000 with 1, 10
 # and 100 threads (blocking and --nonblocking, build/bench_walk), the
-# highest rate sustained with under 1 % late ticks, and rbpeek's own CPU
+# highest rate sustained with under 1 % late ticks (default scheduling, then
+# --no-realtime; bench/late_ticks.sh tells why ticks are late), and rbpeek's own CPU
 # share and memory over an hour's worth of 100 Hz samples.  CPU time comes
 # from the kernel (user + system); the machine may be noisy, so per-sample
 # figures are the best of 3 runs.
@@ -23,16 +24,17 @@ start_target() {   # depth threads -> prints pid
 	echo "$pid"
 }
 
-# rbpeek's CPU seconds and the stats line of one recording.
+# rbpeek's CPU seconds, ticks, late % and scheduling class of one recording.
 record() {   # pid rate flags...
 	local pid=$1 rate=$2; shift 2
 	local out
 	out=$("$RBPEEK" record --pid "$pid" -r "$rate" -d "$SECS" -f raw -o /dev/null "$@" 2>&1)
-	local cpu ticks late
+	local cpu ticks late sched
 	cpu=$(echo "$out" | sed -n 's/.*own CPU \([0-9.]*\) s.*/\1/p')
 	ticks=$(echo "$out" | sed -n 's/.* in \([0-9]*\) ticks.*/\1/p')
 	late=$(echo "$out" | sed -n 's/.*late (\([0-9.]*\)%).*/\1/p')
-	echo "$cpu $ticks $late"
+	sched=$(echo "$out" | sed -n 's/.*scheduling: \(.*\)$/\1/p')
+	echo "$cpu $ticks $late ${sched:-?}"
 }
 
 # CPU per sample: bench_walk attaches once and reads every thread's stack
@@ -68,15 +70,18 @@ for depth in 10 100 1000; do
 	done
 done
 
-echo "== highest rate with < 1% late ticks (depth 10, 1 thread, --nonblocking, ${SECS} s)"
+# Default scheduling (real-time when allowed: as root), then --no-realtime.
+echo "== highest rate with < 1% late ticks (depth 10, 1 thread, --nonblocking, ${SECS} s; load $(cut -d' ' -f1 /proc/loadavg))"
 pid=$(start_target 10 1)
-best=0
-for rate in 1000 2000 5000 10000 20000 50000; do
-	read -r _ ticks late < <(record "$pid" "$rate" --nonblocking)
-	printf "%6d Hz: %s ticks, %s%% late\n" "$rate" "$ticks" "$late"
-	awk -v l="$late" 'BEGIN { exit !(l < 1) }' && best=$rate
+for flags in "" "--no-realtime"; do
+	best=0
+	for rate in 1000 2000 5000 10000 20000 50000; do
+		read -r cpu ticks late sched < <(record "$pid" "$rate" --nonblocking $flags)
+		printf "%6d Hz: %s ticks, %s%% late, %s s CPU, scheduling %s\n" "$rate" "$ticks" "$late" "$cpu" "$sched"
+		awk -v l="$late" 'BEGIN { exit !(l < 1) }' && best=$rate
+	done
+	echo "highest sustained${flags:+ ($flags)}: $best Hz"
 done
-echo "highest sustained: $best Hz"
 kill "$pid"
 
 # An hour of 100 Hz is 360,000 samples; recorded here at LONG_RATE for
