@@ -29,12 +29,9 @@ def why_not
   return "setpriv not installed" unless system("command -v setpriv >/dev/null 2>&1")
 
   # rbpeek must be reachable by the user: every directory above it searchable
-  dir = File.dirname(RBPEEK)
-  until dir == "/"
-    return "#{dir} is not searchable by other users" unless File.stat(dir).mode & 0o001 != 0
+  dir = unsearchable_dir(RBPEEK)
+  return "#{dir} is not searchable by other users" if dir
 
-    dir = File.dirname(dir)
-  end
   nil
 end
 

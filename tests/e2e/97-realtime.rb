@@ -75,13 +75,8 @@ test("realtime/eperm-fallback") do
   next skip("realtime/eperm-fallback", "needs root (to run rbpeek as nobody)") unless root?
   next skip("realtime/eperm-fallback", "setpriv not installed") unless system("command -v setpriv >/dev/null 2>&1")
 
-  dir = File.dirname(RBPEEK_BINARY)
-  until dir == "/"
-    break unless File.stat(dir).mode & 0o001 != 0
-
-    dir = File.dirname(dir)
-  end
-  next skip("realtime/eperm-fallback", "#{dir} is not searchable by other users") unless dir == "/"
+  dir = unsearchable_dir(RBPEEK)
+  next skip("realtime/eperm-fallback", "#{dir} is not searchable by other users") if dir
 
   tmp = Dir.mktmpdir("rbpeek-rt-")
   begin
@@ -95,8 +90,7 @@ test("realtime/eperm-fallback") do
     probs << "rbpeek record as nobody: #{res.describe}" unless res.status&.zero?
     probs << "closing line says #{sched_of(res).inspect}, expected \"normal\"" unless sched_of(res) == "normal"
     probs << "no sample of the program's work" unless File.exist?(out) && File.read(out).include?("Object#work")
-    probs.empty? ? ok("realtime/eperm-fallback", "as nobody: normal scheduling, profile written") :
-      fail("realtime/eperm-fallback", probs.join("\n"))
+    report("realtime/eperm-fallback", probs, "as nobody: normal scheduling, profile written")
   ensure
     FileUtils.rm_rf(tmp)
   end

@@ -115,6 +115,18 @@ module E2E
     Process.uid.zero?
   end
 
+  # The first directory above path that other users cannot search (so
+  # another user cannot run path), nil when there is none.
+  def unsearchable_dir(path)
+    dir = File.dirname(path)
+    until dir == "/"
+      return dir unless File.stat(dir).mode & 0o001 != 0
+
+      dir = File.dirname(dir)
+    end
+    nil
+  end
+
   # Whether this user may read other processes' memory the way rbpeek does.
   def can_trace_others?
     return true if root?
