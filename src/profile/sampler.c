@@ -8,16 +8,18 @@
  *
  * Waking on time.  On a 2-vCPU Firecracker guest with a spinning target,
  * traced with sched/timer/irq events (bench/late_ticks.sh), a tick's sleep
- * ends 16-31 us after its deadline in the common case: the timer interrupt
+ * ends ~19 us after its deadline in the common case: the timer interrupt
  * itself arrives ~10 us late (the hypervisor's timer path) and the switch
- * to our thread takes as long again.  At 10 kHz a tick is late after 50 us,
- * so the tail of that distribution makes 2-13 % of ticks late.  Causes,
- * in order: (1) under SCHED_OTHER the woken thread often waits for the
- * target's slice on a shared CPU; SCHED_FIFO removes that; (2) the wake-up
- * latency itself, which an early wake-up plus a short spin absorbs;
- * (3) timer interrupts delivered 50-150 us late while the guest was busy
- * with nothing else to show in the trace: the hypervisor did not run the
- * vCPU (steal) -- not ours to fix.  See bench/README.md.
+ * to our thread takes ~9 us more.  At 10 kHz a tick is late after 50 us.
+ * Causes of late wake-ups, in order: (1) under SCHED_OTHER the woken
+ * thread waits for the current task's slice when its CPU is busy (hundreds
+ * of us, skipping deadlines: 35 % late ticks under load); SCHED_FIFO
+ * removes most of that -- the rest is the guest kernel itself, which runs
+ * without preemption ("Dynamic Preempt: none"); (2) the tail of the
+ * wake-up latency, which an early wake-up plus a short spin absorbs;
+ * (3) timer interrupts ~100 us late with nothing at all on that guest CPU
+ * in the trace meanwhile: the hypervisor did not run the vCPU -- not ours
+ * to fix.  See bench/README.md.
  */
 #include "profile/sampler.h"
 
