@@ -349,7 +349,7 @@ static void waker_check(struct waker *w, uint64_t now, struct rbp_sampler_status
  * where a spinning thread only loses its place to the target.  Returns the
  * time, which is before the deadline only when a signal ended the sleep.
  */
-static uint64_t waker_sleep(struct waker *w, uint64_t deadline, struct rbp_sampler_status *st)
+static uint64_t waker_sleep(struct waker *w, uint64_t deadline)
 {
 	uint64_t early = w->rt && w->q > w->period / 8 ?
 			 (w->q < w->period / 6 ? w->q : w->period / 6) : 0;
@@ -362,16 +362,12 @@ static uint64_t waker_sleep(struct waker *w, uint64_t deadline, struct rbp_sampl
 		now = now_ns(CLOCK_MONOTONIC);
 		if (now < target)
 			return now;   /* a signal */
-		/* rises fast, decays slowly: about the 95th percentile */
+		/* rises fast, decays slowly: an upper envelope (a high percentile) */
 		uint64_t x = now - target;
 		w->q = x > w->q ? w->q + (x - w->q) / 4 : w->q - (w->q - x) / 64;
 	}
-	if (now < deadline) {
-		uint64_t spin_from = now;
-		while ((now = now_ns(CLOCK_MONOTONIC)) < deadline)
-			;
-		st->spin_ns += now - spin_from;
-	}
+	while (now < deadline)
+		now = now_ns(CLOCK_MONOTONIC);
 	return now;
 }
 
@@ -401,7 +397,7 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	p->meta.by_function = o->by_function;
 	p->meta.start_unix_ns = now_ns(CLOCK_REALTIME);
 	while (!(st->stop = check_stop(&l, now_ns(CLOCK_MONOTONIC) - start))) {
-		uint64_t now = waker_sleep(&w, deadline, st);
+		uint64_t now = waker_sleep(&w, deadline);
 		if (now < deadline)
 			continue;   /* woken by a signal: re-check for a stop */
 		uint64_t lateness = now - deadline;

@@ -19,7 +19,8 @@
  * real-time class for good, so that it can never starve the target on a
  * one-CPU machine.  While real-time, at high rates, where the time the
  * kernel takes to wake the thread is a large part of the half-period
- * budget, the loop wakes that much early and spins to the deadline (at most a sixth of a period).
+ * budget, the loop wakes that much early and spins to the deadline (at
+ * most a sixth of a period).
  */
 #ifndef RBP_PROFILE_SAMPLER_H
 #define RBP_PROFILE_SAMPLER_H
@@ -56,8 +57,7 @@ struct rbp_sampler_status {
 	enum rbp_stop_reason stop;
 	/* per-tick cost of reading (pause + walk + resume), nanoseconds of wall time */
 	uint64_t tick_ns_min, tick_ns_max, tick_ns_sum;
-	enum rbp_sched_state sched;
-	uint64_t spin_ns;     /* time spent spinning to deadlines after an early wake-up */
+	enum rbp_sched_state sched;   /* how the loop's thread was scheduled */
 };
 
 struct rbp_sampler_opts {
