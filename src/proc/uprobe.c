@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/perfring.h"
 #include "proc/target.h"
 #include "util/err.h"
 #include "util/vec.h"
@@ -44,9 +44,7 @@ struct uthread {
 	pid_t tid;
 	int *fds;            /* one per probe; fds[0] owns the ring */
 	uint64_t *ids;       /* the kernel's id of each event */
-	struct perf_event_mmap_page *ring;
-	size_t ring_len;     /* bytes mapped: one header page + ring_pages */
-	size_t ring_pages;   /* data pages, a power of two */
+	struct rbp_perf_ring ring;   /* owned by fds[0] */
 	int seen;            /* still listed in /proc at the last refresh */
 };
 
@@ -60,8 +58,8 @@ struct rbp_uprobes {
 	size_t n_threads, cap_threads;
 	struct pollfd *pfds;             /* scratch for poll, one per thread */
 	size_t cap_pfds;
+	const int *bpf_fds;              /* per probe: program to attach (rbp_uprobes_set_bpf), or NULL */
 	uint64_t samples, lost;
-	long page;
 };
 
 static int pmu_type(void)
@@ -80,22 +78,6 @@ static int pmu_type(void)
 int rbp_uprobe_available(void)
 {
 	return pmu_type() < 0 ? RBP_ENOUPROBE : RBP_OK;
-}
-
-static int errno_to_err(int e)
-{
-	switch (e) {
-	case EACCES:
-	case EPERM: return RBP_EPERM;
-	case ESRCH: return RBP_ENOPROC;
-	case ENOENT:
-	case ENODEV:
-	case EOPNOTSUPP: return RBP_ENOUPROBE;
-	case ENOMEM: return RBP_ENOMEM;
-	case EMFILE:
-	case ENFILE: return RBP_EIO;
-	default: return RBP_EINVAL;
-	}
 }
 
 static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
@@ -120,8 +102,7 @@ static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
 
 static void close_thread(struct uthread *t, size_t n)
 {
-	if (t->ring)
-		munmap(t->ring, t->ring_len);
+	rbp_perf_ring_unmap(&t->ring);
 	for (size_t i = 0; t->fds && i < n; i++)
 		if (t->fds[i] >= 0)
 			close(t->fds[i]);
@@ -134,20 +115,9 @@ static void close_thread(struct uthread *t, size_t n)
  * The thread's ring buffer, as big as the locked-memory limit allows
  * (root: always RING_PAGES; others: kernel.perf_event_mlock_kb).
  */
-static int map_ring(struct rbp_uprobes *u, struct uthread *t)
+static int map_ring(struct uthread *t)
 {
-	for (size_t pages = RING_PAGES;; pages /= 2) {
-		size_t len = (size_t)u->page * (1 + pages);
-		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, t->fds[0], 0);
-		if (m != MAP_FAILED) {
-			t->ring = m;
-			t->ring_len = len;
-			t->ring_pages = pages;
-			return RBP_OK;
-		}
-		if (errno != EPERM || pages <= MIN_RING_PAGES)
-			return errno_to_err(errno);
-	}
+	return rbp_perf_ring_map(&t->ring, t->fds[0], RING_PAGES, MIN_RING_PAGES);
 }
 
 /* Events for every probe in one thread, sharing the first one's ring. */
@@ -168,12 +138,13 @@ static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
 	for (size_t i = 0; i < u->n_specs && !err; i++) {
 		if ((t->fds[i] = open_event(u, i, tid)) < 0 ||
 		    ioctl(t->fds[i], PERF_EVENT_IOC_ID, &t->ids[i]))
-			err = errno_to_err(errno);
+			err = rbp_perf_errno(errno);
 		else if (i == 0)
-			err = map_ring(u, t);
-		else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0])) {
-			err = errno_to_err(errno);
-		}
+			err = map_ring(t);
+		else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0]))
+			err = rbp_perf_errno(errno);
+		if (!err && u->bpf_fds && ioctl(t->fds[i], PERF_EVENT_IOC_SET_BPF, u->bpf_fds[i]))
+			err = rbp_perf_errno(errno);
 	}
 	if (err)
 		close_thread(t, u->n_specs);
@@ -243,7 +214,6 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 	}
 	u->pid = pid;
 	u->period = period;
-	u->page = sysconf(_SC_PAGESIZE);
 	u->n_specs = n;
 	for (size_t i = 0; i < n; i++) {
 		u->specs[i].offset = specs[i].offset;
@@ -262,17 +232,6 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 	}
 	*out = u;
 	return RBP_OK;
-}
-
-/* Copy len bytes at ring offset off (wrapping) out of the data area. */
-static void ring_copy(const struct uthread *t, long page, uint64_t off, void *dst, size_t len)
-{
-	const uint8_t *data = (const uint8_t *)t->ring + page;
-	size_t size = (size_t)page * t->ring_pages, pos = (size_t)(off % size);
-	size_t first = len < size - pos ? len : size - pos;
-
-	memcpy(dst, data + pos, first);
-	memcpy((uint8_t *)dst + first, data, len - first);
 }
 
 /* Decode one PERF_RECORD_SAMPLE (the fields in sample_type order). */
@@ -298,37 +257,51 @@ static int decode_sample(const struct rbp_uprobes *u, const struct uthread *t,
 	return 0;
 }
 
+/* One thread's drain: the uprobe and the callback the records go to. */
+struct drain_ctx {
+	struct rbp_uprobes *u;
+	const struct uthread *t;
+	int (*fn)(void *ctx, const struct rbp_uprobe_sample *s);
+	void *ctx;
+};
+
+static int on_record(void *ctx, uint32_t type, const void *body, size_t len)
+{
+	struct drain_ctx *d = ctx;
+	struct rbp_uprobe_sample s;
+	const uint64_t *w = body;
+
+	if (type == PERF_RECORD_SAMPLE) {
+		if (!decode_sample(d->u, d->t, w, len / 8, &s)) {
+			d->u->samples++;
+			return d->fn(d->ctx, &s);
+		}
+	} else if (type == PERF_RECORD_LOST && len >= 16) {
+		d->u->lost += w[1];
+	}
+	return 0;
+}
+
 /* Hand a thread's pending records to fn; stops early when fn says so. */
 static int drain(struct rbp_uprobes *u, struct uthread *t,
 		 int (*fn)(void *ctx, const struct rbp_uprobe_sample *s), void *ctx)
 {
-	uint64_t head = __atomic_load_n(&t->ring->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = t->ring->data_tail;
-	int rc = 0;
+	struct drain_ctx d = { u, t, fn, ctx };
+	uint64_t w[16];
 
-	while (tail < head && !rc) {
-		struct perf_event_header h;
-		uint64_t w[16];
-		ring_copy(t, u->page, tail, &h, sizeof(h));
-		if (h.size < sizeof(h))
-			break;   /* cannot happen; do not spin */
-		size_t body = h.size - sizeof(h);
-		if (body > sizeof(w))
-			body = sizeof(w);
-		ring_copy(t, u->page, tail + sizeof(h), w, body);
-		if (h.type == PERF_RECORD_SAMPLE) {
-			struct rbp_uprobe_sample s;
-			if (!decode_sample(u, t, w, body / 8, &s)) {
-				u->samples++;
-				rc = fn(ctx, &s);
+	return rbp_perf_ring_drain(&t->ring, w, sizeof(w), on_record, &d);
+}
+
+int rbp_uprobes_set_bpf(struct rbp_uprobes *u, const int *prog_fds)
+{
+	u->bpf_fds = prog_fds;
+	for (size_t i = 0; i < u->n_threads; i++)
+		for (size_t k = 0; k < u->n_specs; k++)
+			if (ioctl(u->threads[i].fds[k], PERF_EVENT_IOC_SET_BPF, prog_fds[k])) {
+				u->bpf_fds = NULL;
+				return rbp_perf_errno(errno);
 			}
-		} else if (h.type == PERF_RECORD_LOST && body >= 16) {
-			u->lost += w[1];
-		}
-		tail += h.size;
-	}
-	__atomic_store_n(&t->ring->data_tail, tail, __ATOMIC_RELEASE);
-	return rc;
+	return RBP_OK;
 }
 
 int rbp_uprobes_read(struct rbp_uprobes *u, uint64_t timeout_us,

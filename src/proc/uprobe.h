@@ -1,6 +1,7 @@
 /*
  * uprobe.h - count and sample calls of functions in a running process with
- * the kernel's uprobe perf PMU (perf_event_open, no tracefs, no eBPF).
+ * the kernel's uprobe perf PMU (perf_event_open, no tracefs; an eBPF
+ * program may be attached to the events, see rbp_uprobes_set_bpf).
  *
  * A probe is (file, file offset).  For each thread of the process and each
  * probe one perf event is opened (uprobe events are per task); every
@@ -56,6 +57,14 @@ int rbp_uprobe_available(void);
  */
 int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
 		     struct rbp_uprobes **out);
+/*
+ * Run eBPF program prog_fds[i] (a BPF_PROG_TYPE_KPROBE program, see
+ * framecap.h) at every hit of probe i, in every thread probed now and
+ * later (PERF_EVENT_IOC_SET_BPF).  prog_fds must stay valid while u is
+ * open.  A program returning 0 suppresses the hit's sample.  On failure
+ * some events may already run it: close u to be rid of them.
+ */
+int rbp_uprobes_set_bpf(struct rbp_uprobes *u, const int *prog_fds);
 /* Attach to threads that appeared since the last call (and forget dead ones). */
 int rbp_uprobes_refresh(struct rbp_uprobes *u);
 /*

@@ -1,0 +1,97 @@
+/*
+ * framecap.h - copy a thread's interpreter frames inside the kernel at the
+ * moment a uprobe fires: a small eBPF program (hand-assembled, loaded with
+ * the raw bpf() system call; no compiler, no libbpf) attached to uprobe
+ * perf events (PERF_EVENT_IOC_SET_BPF, see rbp_uprobes_set_bpf()).
+ *
+ * At each hit the program:
+ *   1. draws a random number and goes on only when it is below the "pick"
+ *      threshold the caller sets (rbp_framecap_set_pick): the caller keeps
+ *      the number of copies per second bounded;
+ *   2. looks the thread id up in a map the caller fills (tid -> address of
+ *      the thread's descriptor, rb_thread_t for Ruby);
+ *   3. reads the execution context from it (th->ec, read at every hit: a
+ *      fiber switch changes it), then ec->cfp, ec->vm_stack and
+ *      ec->vm_stack_size;
+ *   4. copies the control frames [cfp, vm_stack + size) - contiguous
+ *      records, innermost first - at most RBP_FRAMECAP_MAX_FRAMES of them
+ *      (the outermost are dropped and the record says so), and for each
+ *      frame the three words around its environment pointer (ep[-2..0]);
+ *   5. emits it all with the thread id, the time and one argument
+ *      register, through a per-CPU perf ring (bpf_perf_event_output).
+ * It always returns 1, so the uprobe's own perf sample (used for exact
+ * counts) is written as before: the program only adds.
+ *
+ * Nothing outlives the caller: programs, maps and rings are file
+ * descriptors.  Needs root (CAP_BPF + CAP_PERFMON) and a kernel with
+ * CONFIG_BPF_EVENTS; rbp_framecap_open() says why not otherwise.
+ * x86-64 only (the register offsets in struct pt_regs).
+ */
+#ifndef RBP_PROC_FRAMECAP_H
+#define RBP_PROC_FRAMECAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define RBP_FRAMECAP_MAX_FRAMES 256   /* control frames copied per hit */
+#define RBP_FRAMECAP_MAX_PROBES 8
+
+/* Where things are in the interpreter's structures (bytes). */
+struct rbp_framecap_layout {
+	int16_t thread_ec;        /* in the thread: the ec pointer (or the ec itself) */
+	uint8_t ec_embedded;      /* 1: thread + thread_ec is the ec */
+	int16_t ec_vm_stack;      /* in the ec: the VM stack (pointer) */
+	int16_t ec_vm_stack_size; /* ... its size in words */
+	int16_t ec_cfp;           /* ... the innermost control frame (pointer) */
+	uint16_t cfp_size;        /* one control frame */
+	int16_t cfp_ep;           /* in a control frame: its environment pointer */
+};
+
+/* One copy, as read back (pointers into the reader's buffer: valid in the callback). */
+struct rbp_framecap_record {
+	uint32_t probe;           /* which program (one per probe) fired */
+	pid_t tid;                /* the thread, as the kernel's root namespace numbers it */
+	uint64_t time_ns;         /* CLOCK_MONOTONIC at the hit */
+	uint64_t arg;             /* the argument register chosen for the probe */
+	uint64_t cfp;             /* address frames[0] was copied from */
+	size_t n_frames;
+	int truncated;            /* more frames than RBP_FRAMECAP_MAX_FRAMES: outermost dropped */
+	const uint8_t *frames;    /* n_frames * cfp_size bytes */
+	const uint64_t *env;      /* n_frames * 3 words: ep[-2], ep[-1], ep[0]; a frame whose
+				   * words could not be read has all three 0 */
+};
+
+struct rbp_framecap_stats {
+	uint64_t records;         /* read */
+	uint64_t lost;            /* dropped by the kernel (ring full) */
+};
+
+struct rbp_framecap;
+
+/*
+ * Load one program per probe (arg_reg[i]: which argument register the
+ * record carries for probe i: 0 %rdi, 1 %rsi, 2 %rdx) and the per-CPU
+ * rings.  On failure returns RBP_EPERM (bpf() refused), RBP_ENOUPROBE (no
+ * BPF events in this kernel), RBP_EINVAL (the verifier refused: a bug), ...
+ * with a sentence in why.
+ */
+int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_reg, size_t n_probes,
+		      struct rbp_framecap **out, char *why, size_t why_len);
+/* The program for probe i, for rbp_uprobes_set_bpf(). */
+int rbp_framecap_prog_fd(const struct rbp_framecap *c, size_t probe);
+/*
+ * The threads to copy from: tids[i] -> threads[i]; tids not given are
+ * removed from the map.
+ */
+int rbp_framecap_set_threads(struct rbp_framecap *c, const pid_t *tids, const uint64_t *threads,
+			     size_t n);
+/* Copy at a hit when a random 32-bit number is below pick (UINT32_MAX: ~always, 0 never). */
+int rbp_framecap_set_pick(struct rbp_framecap *c, uint32_t pick);
+/* Hand every pending record to fn (no waiting); fn returning nonzero stops and is returned. */
+int rbp_framecap_read(struct rbp_framecap *c,
+		      int (*fn)(void *ctx, const struct rbp_framecap_record *r), void *ctx);
+void rbp_framecap_stats(const struct rbp_framecap *c, struct rbp_framecap_stats *out);
+void rbp_framecap_close(struct rbp_framecap *c);   /* NULL-safe */
+
+#endif
