@@ -11,14 +11,23 @@
  * the same String; the cost is the breakpoint trap taken on every call
  * anyway, not the report.)
  *
- * The allocating site is the thread's Ruby stack, read without pausing it
- * for a random subset of the allocations: each with probability p, which
- * follows the allocation rate so that about --rate stacks are read per
- * second.  A random choice cannot lock onto a loop's rhythm nor favour
- * allocations followed by a pause.  The stack is read as soon as the report
- * arrives: the allocating thread holds the GVL and usually is still in the
- * same method microseconds later, but not always at the same line; the
- * stats line says how old the reports were when their stacks were read.
+ * The allocating site is the thread's Ruby stack, for a random subset of
+ * the allocations: each with probability p, which follows the allocation
+ * rate so that about --rate stacks are taken per second.  A random choice
+ * cannot lock onto a loop's rhythm nor favour allocations followed by a
+ * pause.  Two ways to take a stack:
+ *
+ *  - exact (default where the kernel allows eBPF): a small eBPF program on
+ *    the same uprobes (src/proc/framecap.h) copies the allocating thread's
+ *    control frames and their environment words in the kernel, at the
+ *    allocation; p is its threshold, updated every 100 ms; the copies are
+ *    decoded by the ordinary walker (rbp_vm_decode_frames).  It keeps a
+ *    map tid -> rb_thread_t, refreshed with the thread list.
+ *  - approximate (--no-bpf, or bpf() refused: one warning says why): the
+ *    stack is read from outside as soon as the report arrives, without
+ *    pausing the thread; usually still in the same method, not always at
+ *    the same line, and at chance when methods alternate every few
+ *    microseconds.  The stats line says how old the reports were.
  *
  * Each stack read becomes a profile sample whose stack is the Ruby stack
  * plus one leaf frame naming the class, so every record format shows who
@@ -54,16 +63,21 @@ static const char alloc_usage[] =
 	"Watch a running Ruby process allocate objects: new objects per class and per\n"
 	"allocating site (Ruby function, file, line), as a table refreshed every second,\n"
 	"then a profile of the allocation stacks (a flame graph by default).  Class counts\n"
-	"are exact; sites come from the stacks of a random subset of the allocations.\n"
-	"Needs root or CAP_PERFMON (kernel uprobes).\n"
+	"are exact; sites come from the stacks of a random subset of the allocations,\n"
+	"copied by an eBPF program in the kernel at the allocation (exact sites), or,\n"
+	"with --no-bpf or where the kernel refuses eBPF, read just after it (approximate\n"
+	"sites; a warning says so).  Needs root (kernel uprobes and eBPF; without\n"
+	"CAP_BPF only approximate sites).\n"
 	"\n"
 	"  -p, --pid PID           the process to watch\n"
 	"  -d, --duration SECONDS  stop after this long (default: until Ctrl-C or exit)\n"
-	"  -r, --rate N            read about N allocating stacks per second (default 1000)\n"
+	"  -r, --rate N            take about N allocating stacks per second (default 1000)\n"
 	"  -t, --top N             rows per table (default 10)\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
 	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
 	"      --silent            no live table on stderr\n"
+	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
+	"                          sites; what happens anyway where eBPF is refused)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n"
 	"\n"
@@ -81,6 +95,7 @@ struct alloc_opts {
 	const char *format;
 	const char *force_version;
 	int silent;
+	int no_bpf;
 };
 
 /* One (site, class) pair and how many stack samples it got. */
@@ -97,6 +112,12 @@ struct run {
 	struct rbp_profile *p;
 	const struct rbp_alloc_probe *probes;
 	struct rbp_stacks stacks;
+	struct rbp_framecap *cap;    /* exact sites: frames copied in the kernel; NULL approximate */
+	int prog_fds[RBP_ALLOC_MAX_PROBES];
+	struct rbp_stacks threads;   /* the thread list (names, rb_thread_t), for cap */
+	uint32_t cap_pick;           /* the threshold the kernel has now */
+	uint64_t truncated;          /* copies with frames beyond the copy's limit */
+	uint64_t thread_errors;      /* thread list reads that failed */
 	struct rbp_hmap frame_ids;   /* mix(label*, path*, line, kind) -> frame id + 1 */
 	struct rbp_hmap class_ids;   /* klass VALUE -> class frame id + 1 */
 	struct rbp_hmap class_n;     /* class frame id + 1 -> allocations (every one) */
@@ -154,7 +175,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 {
-	enum { OPT_SILENT = 256, OPT_FORCE };
+	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -164,6 +185,7 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		{ "format", required_argument, NULL, 'f' },
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -200,6 +222,7 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case 'f': o->format = optarg; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
+		case OPT_NO_BPF: o->no_bpf = 1; break;
 		case 'h': print_usage(); exit(0);
 		case ':':
 			return cli_usage_error("alloc", "option '%s' needs a value", argv[optind - 1]);
@@ -295,6 +318,8 @@ static void adapt_pick(struct run *r, uint64_t now)
 	r->pick = p >= 1.0 ? UINT32_MAX : (uint32_t)(p * 4294967295.0);
 	r->allocs_at_adapt = r->allocs;
 	r->adapt_time = now;
+	if (r->cap && r->pick != r->cap_pick && !rbp_framecap_set_pick(r->cap, r->pick))
+		r->cap_pick = r->pick;
 }
 
 static void refill(struct run *r, uint64_t now)
@@ -315,12 +340,42 @@ static int count_class(struct run *r, uint32_t cls)
 	return rbp_hmap_put(&r->class_n, (uint64_t)cls + 1, n + 1);
 }
 
-/* Read the allocating thread's stack and add a profile sample. */
+/*
+ * A profile sample: the stack of th (NULL: none could be had) with the
+ * class leaf on top, for an allocation by thread tid at time_ns.
+ */
+static int add_sample(struct run *r, const struct rbp_thread *th, pid_t tid, uint64_t time_ns,
+		      uint32_t cls)
+{
+	struct rbp_task_info ti;
+	uint32_t node = 0, id, site = UINT32_MAX, idx;
+	int err;
+
+	if (th && !th->err && th->n_frames) {
+		const struct rbp_frame *f = r->stacks.frames + th->first_frame;
+		for (size_t i = th->n_frames; i-- > 0;) {
+			if ((err = frame_id(r, &f[i], &id)) ||
+			    (err = rbp_profile_child(r->p, node, id, &node)))
+				return err;
+		}
+		site = id;
+	} else {
+		r->no_stack++;
+	}
+	if ((err = rbp_profile_child(r->p, node, cls, &node)) ||
+	    (err = rbp_profile_thread(r->p, (int32_t)r->t->pid, tid,
+				      thread_name(r, th, tid, &ti), &idx)) ||
+	    (err = rbp_profile_add(r->p, time_ns > r->start ? time_ns - r->start : 0, idx,
+				   node, 0)))
+		return err;
+	r->samples++;
+	return count_row(r, site, cls);
+}
+
+/* Approximate sites: read the allocating thread's stack now, after the allocation. */
 static int add_stack_sample(struct run *r, const struct rbp_uprobe_sample *s, uint32_t cls)
 {
 	const struct rbp_thread *th = NULL;
-	struct rbp_task_info ti;
-	uint32_t node = 0, id, site = UINT32_MAX, idx;
 	int err;
 
 	err = rbp_vm_read_thread_stack(r->vm, s->tid, &r->stacks);
@@ -335,25 +390,64 @@ static int add_stack_sample(struct run *r, const struct rbp_uprobe_sample *s, ui
 		r->read_errors++;
 	else if (r->stacks.n_threads)
 		th = &r->stacks.threads[0];
-	if (th && !th->err && th->n_frames) {
-		const struct rbp_frame *f = r->stacks.frames + th->first_frame;
-		for (size_t i = th->n_frames; i-- > 0;) {
-			if ((err = frame_id(r, &f[i], &id)) ||
-			    (err = rbp_profile_child(r->p, node, id, &node)))
-				return err;
-		}
-		site = id;
-	} else {
-		r->no_stack++;
-	}
-	if ((err = rbp_profile_child(r->p, node, cls, &node)) ||
-	    (err = rbp_profile_thread(r->p, (int32_t)r->t->pid, s->tid,
-				      thread_name(r, th, s->tid, &ti), &idx)) ||
-	    (err = rbp_profile_add(r->p, s->time_ns > r->start ? s->time_ns - r->start : 0, idx,
-				   node, 0)))
+	return add_sample(r, th, s->tid, s->time_ns, cls);
+}
+
+/* The thread list's entry for tid (for its name), or NULL. */
+static const struct rbp_thread *listed_thread(const struct run *r, pid_t tid)
+{
+	for (size_t i = 0; i < r->threads.n_threads; i++)
+		if (r->threads.threads[i].tid == tid)
+			return &r->threads.threads[i];
+	return NULL;
+}
+
+/* Exact sites: a copy the kernel made at the allocation, decoded. */
+static int on_copy(void *ctx, const struct rbp_framecap_record *c)
+{
+	struct run *r = ctx;
+	struct rbp_frame_copy fc = { c->tid, c->frames, c->env, c->n_frames };
+	uint32_t cls;
+	int err;
+
+	if (r->tokens < 1)
+		return RBP_OK;   /* over --rate while the kernel's threshold catches up */
+	r->tokens -= 1;
+	if (c->probe >= RBP_ALLOC_MAX_PROBES || (err = class_id(r, c->arg, &cls)))
+		return c->probe >= RBP_ALLOC_MAX_PROBES ? RBP_OK : err;
+	r->truncated += c->truncated;
+	err = rbp_vm_decode_frames(r->vm, &fc, &r->stacks);
+	if (err == RBP_ENOMEM)
 		return err;
-	r->samples++;
-	return count_row(r, site, cls);
+	struct rbp_thread *th = err || !r->stacks.n_threads ? NULL : &r->stacks.threads[0];
+	const struct rbp_thread *known = listed_thread(r, c->tid);
+	if (th && known) {
+		th->name = known->name;
+		th->is_main = known->is_main;
+	}
+	if (err)
+		r->read_errors++;
+	return add_sample(r, th, c->tid, c->time_ns, cls);
+}
+
+/* The thread list, and the kernel's map tid -> rb_thread_t from it. */
+static int update_threads(struct run *r)
+{
+	pid_t tids[512];
+	uint64_t addrs[512];
+	size_t n = 0;
+	int err;
+
+	if ((err = rbp_vm_read_threads(r->vm, &r->threads))) {
+		r->thread_errors++;
+		return err == RBP_ENOMEM ? err : RBP_OK;   /* next time */
+	}
+	for (size_t i = 0; i < r->threads.n_threads && n < 512; i++)
+		if (r->threads.threads[i].tid && !r->threads.threads[i].err) {
+			tids[n] = r->threads.threads[i].tid;
+			addrs[n++] = r->threads.threads[i].addr;
+		}
+	return rbp_framecap_set_threads(r->cap, tids, addrs, n);
 }
 
 static int on_sample(void *ctx, const struct rbp_uprobe_sample *s)
@@ -366,6 +460,8 @@ static int on_sample(void *ctx, const struct rbp_uprobe_sample *s)
 	    (err = count_class(r, cls)))
 		return err;
 	r->allocs++;
+	if (r->cap)
+		return RBP_OK;   /* stacks come from the kernel's copies (on_copy) */
 	if ((r->pick != UINT32_MAX && random32(r) >= r->pick) || r->tokens < 1)
 		return RBP_OK;
 	r->tokens -= 1;
@@ -591,7 +687,8 @@ static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 		}
 		refill(r, now);
 		uint64_t before = r->allocs;
-		if ((err = rbp_uprobes_read(u, r->drain_us, on_sample, r)))
+		if ((err = rbp_uprobes_read(u, r->drain_us, on_sample, r)) ||
+		    (r->cap && (err = rbp_framecap_read(r->cap, on_copy, r))))
 			return err;
 		r->drain_us = r->allocs != before ? DRAIN_US :
 			      r->drain_us * 2 > DRAIN_IDLE_US ? DRAIN_IDLE_US : r->drain_us * 2;
@@ -602,9 +699,13 @@ static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 			err = rbp_uprobes_refresh(u);
 			if (err == RBP_ENOPROC || kill(r->t->pid, 0)) {
 				rbp_uprobes_read(u, 0, on_sample, r);   /* the last samples */
+				if (r->cap)
+					rbp_framecap_read(r->cap, on_copy, r);
 				*why = "process exited";
 				break;
 			}
+			if (r->cap && (err = update_threads(r)))
+				return err;
 			next_refresh = now + 200000000ull;
 		}
 		if (now >= next_progress) {
@@ -632,16 +733,91 @@ static void print_stats(const struct run *r, const struct rbp_uprobes *u, const 
 	if (us.lost)
 		fprintf(stderr, "hint: lost reports make the counts low; rbpeek did not keep up "
 			"(a busy machine?)\n");
-	if (r->samples)
-		fprintf(stderr, "rbpeek: stacks read %.0f us after the allocation on average "
-			"(max %.0f us)\n", (double)r->age_sum / 1e3 / (double)r->samples,
+	if (r->cap) {
+		struct rbp_framecap_stats cs;
+		rbp_framecap_stats(r->cap, &cs);
+		fprintf(stderr, "rbpeek: sites exact: stacks copied in the kernel at the allocation "
+			"(%llu copies, %llu lost, %llu deeper than %d frames: outermost cut)\n",
+			(unsigned long long)cs.records, (unsigned long long)cs.lost,
+			(unsigned long long)r->truncated, RBP_FRAMECAP_MAX_FRAMES);
+	} else if (r->samples) {
+		fprintf(stderr, "rbpeek: sites approximate: stacks read %.0f us after the allocation "
+			"on average (max %.0f us)\n", (double)r->age_sum / 1e3 / (double)r->samples,
 			(double)r->age_max / 1e3);
+	}
 	if (!getrusage(RUSAGE_SELF, &ru)) {
 		double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 			     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core)\n", cpu,
 			secs > 0 ? 100.0 * cpu / secs : 0);
 	}
+}
+
+/* The one warning of approximate sites. */
+static void warn_approximate(const char *why, int err)
+{
+	fprintf(stderr, "rbpeek: warning: no exact allocation sites: %s; sites are approximate "
+		"(stacks read just after the allocation)%s\n", why,
+		err == RBP_EPERM ? "; exact sites need root (CAP_BPF and CAP_PERFMON)" : "");
+}
+
+/*
+ * Exact sites: load the frame-copying eBPF program (one per probe) and
+ * fill its thread map, before the uprobes exist (loading takes a while,
+ * and the uprobes' rings are not drained meanwhile).  Where the kernel
+ * refuses, say why once and go on with approximate sites (r->cap NULL).
+ * Only RBP_ENOMEM is an error.
+ */
+static int setup_copies(struct run *r, const struct rbp_alloc_probe *probes, size_t n)
+{
+	struct rbp_framecap_layout L;
+	uint8_t regs[RBP_ALLOC_MAX_PROBES];
+	char why[512];
+	int err;
+
+	if (r->o->no_bpf) {
+		warn_approximate("--no-bpf given", 0);
+		return RBP_OK;
+	}
+	rbp_vm_framecap_layout(r->vm, &L);
+	for (size_t i = 0; i < n; i++)
+		regs[i] = probes[i].klass_arg;
+	err = rbp_framecap_open(&L, regs, n, &r->cap, why, sizeof(why));
+	for (size_t i = 0; !err && i < n; i++)
+		r->prog_fds[i] = rbp_framecap_prog_fd(r->cap, i);
+	if (!err && !(err = update_threads(r)))
+		return RBP_OK;
+	if (r->cap)
+		snprintf(why, sizeof(why), "filling the thread map failed: %s", rbp_strerror(err));
+	rbp_framecap_close(r->cap);
+	r->cap = NULL;
+	if (err == RBP_ENOMEM)
+		return err;
+	warn_approximate(why, err);
+	return RBP_OK;
+}
+
+/*
+ * The program on every uprobe event.  Should the kernel refuse, the
+ * uprobes are reopened without it (a half-attached program must not
+ * stay) and sites are approximate.
+ */
+static int attach_copies(struct run *r, const struct rbp_uprobe_spec *specs, size_t n,
+			 struct rbp_uprobes **u)
+{
+	char why[512];
+	int err;
+
+	if (!r->cap || !(err = rbp_uprobes_set_bpf(*u, r->prog_fds)))
+		return RBP_OK;
+	snprintf(why, sizeof(why), "attaching the BPF program to the uprobes failed: %s",
+		 rbp_strerror(err));
+	warn_approximate(why, err);
+	rbp_framecap_close(r->cap);
+	r->cap = NULL;
+	rbp_uprobes_close(*u);
+	*u = NULL;
+	return rbp_uprobes_open(r->t->pid, specs, n, 1, u);
 }
 
 /* Attach, find the probe points, open the uprobes. */
@@ -664,7 +840,10 @@ static int setup(struct run *r, struct alloc_opts *o, struct cli_subject *subj,
 		return fail_probes(err, subj);
 	for (size_t i = 0; i < *n_probes; i++)
 		specs[i] = (struct rbp_uprobe_spec){ probes[i].path, probes[i].offset };
-	if ((err = rbp_uprobes_open(o->pid, specs, *n_probes, 1, u)))
+	if ((err = setup_copies(r, probes, *n_probes)))
+		return cli_fail(err, subj);
+	if ((err = rbp_uprobes_open(o->pid, specs, *n_probes, 1, u)) ||
+	    (err = attach_copies(r, specs, *n_probes, u)))
 		return fail_probes(err, subj);
 	return 0;
 }
@@ -742,6 +921,17 @@ int cmd_alloc(int argc, char **argv)
 	r.rng = r.start | 1;
 	r.pick = UINT32_MAX;   /* every stack until the rate is known */
 	r.adapt_time = r.token_time = r.start;
+	/*
+	 * The kernel copies a stack when its random number is below its
+	 * threshold: until the allocation rate is known (100 ms), assume a
+	 * busy 200,000 allocations/s rather than flood the rings.
+	 */
+	if (r.cap) {
+		double p0 = o.rate / 200000.0;
+		r.cap_pick = p0 >= 1.0 ? UINT32_MAX : (uint32_t)(p0 * 4294967295.0);
+		if ((err = rbp_framecap_set_pick(r.cap, r.cap_pick)))
+			r.cap_pick = 0;
+	}
 	r.drain_us = DRAIN_US;
 	r.tokens = 1;
 	err = watch(&r, u, &why);
@@ -752,10 +942,14 @@ int cmd_alloc(int argc, char **argv)
 		print_stats(&r, u, why, n_probes);
 	rbp_uprobes_close(u);   /* the probes leave the target before anything else */
 	u = NULL;
+	rbp_framecap_close(r.cap);
+	r.cap = NULL;
 	rc = err ? cli_fail(err, &subj) : finish(&r, fmt);
 cleanup:
 	rbp_uprobes_close(u);
+	rbp_framecap_close(r.cap);
 	rbp_stacks_free(&r.stacks);
+	rbp_stacks_free(&r.threads);
 	rbp_hmap_clear(&r.frame_ids);
 	rbp_hmap_clear(&r.class_ids);
 	rbp_hmap_clear(&r.class_n);

@@ -78,6 +78,8 @@ struct rbp_vm {
 	size_t stk_cap;
 	const uint8_t *stk_cur;         /* the copy of the thread being walked ... */
 	uint64_t stk_lo, stk_hi;        /* ... and its address range, [lo, hi) */
+	struct rbp_hmap env_words;      /* environment words copied with the frames being
+					 * decoded (rbp_vm_decode_frames): address -> word */
 
 	struct rbp_vm_stats stats;
 };

@@ -66,6 +66,8 @@ int rv_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 
 int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 {
+	if (vm->env_words.len && rbp_hmap_get(&vm->env_words, addr, out))
+		return RBP_OK;   /* copied with the frames (rbp_vm_decode_frames) */
 	if (addr >= vm->stk_lo && addr + 8 <= vm->stk_hi && !(addr & 7)) {
 		memcpy(out, vm->stk_cur + (addr - vm->stk_lo), 8);
 		return RBP_OK;

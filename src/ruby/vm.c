@@ -40,6 +40,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	rbp_hmap_clear(&vm->me_labels);
 	rbp_hmap_clear(&vm->me_funcs);
 	rbp_hmap_clear(&vm->thread_names);
+	rbp_hmap_clear(&vm->env_words);
 	rbp_strpool_free(&vm->pool);
 	free(vm->iseqs);
 	free(vm->thr_buf);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc/framecap.h"
 #include "proc/target.h"
 
 struct rbp_vm;
@@ -128,6 +129,29 @@ void rbp_stacks_free(struct rbp_stacks *s);
  * thread alone, or no thread when no Ruby thread has that id.
  */
 int rbp_vm_read_thread_stack(struct rbp_vm *vm, pid_t tid, struct rbp_stacks *out);
+
+/*
+ * The thread list alone (addresses, tids, names; no frames): n_frames 0.
+ */
+int rbp_vm_read_threads(struct rbp_vm *vm, struct rbp_stacks *out);
+
+/*
+ * Frames copied elsewhere at one moment - by the kernel at a probe hit
+ * (proc/framecap.h) - decoded like a stack read: the same walker, reading
+ * the frames and their environment words from the copy instead of the
+ * live stack (iseqs, method entries and strings are read live: they do
+ * not move).  out gets one thread (tid, no name) with its frames.
+ */
+struct rbp_frame_copy {
+	pid_t tid;
+	const uint8_t *frames;   /* n rb_control_frame_t's as copied, innermost first */
+	const uint64_t *env;     /* per frame ep[-2], ep[-1], ep[0]; all 0 (or env NULL):
+				  * not copied, read live */
+	size_t n;
+};
+int rbp_vm_decode_frames(struct rbp_vm *vm, const struct rbp_frame_copy *c, struct rbp_stacks *out);
+/* Where the copy finds things in this Ruby (for rbp_framecap_open). */
+void rbp_vm_framecap_layout(const struct rbp_vm *vm, struct rbp_framecap_layout *out);
 
 /*
  * rbp_vm_read_stacks() with the target paused around the read (ptrace

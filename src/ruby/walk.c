@@ -657,7 +657,7 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
  * process_vm_readv each): execution contexts (and tids), control frames,
  * VM stacks.  Cache misses (new iseqs, lines, labels) cost more reads.
  */
-static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out)
+static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct rbp_stacks *out)
 {
 	uint64_t *ths = NULL, main_th = 0, gvl = 0;
 	size_t n = 0, span = thread_span(vm->L);
@@ -698,6 +698,12 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, struct rbp_stacks *out
 		if (only_tid && (w[i].err || t->tid != only_tid))
 			w[i].skip = 1;
 	}
+	if (list_only) {
+		for (size_t i = 0; i < n; i++)
+			out->threads[i].err = w[i].err;
+		out->n_threads = n;
+		goto done;
+	}
 	if ((err = read_frames(vm, n, w)))
 		goto done;
 	for (size_t i = 0; i < n; i++) {
@@ -729,10 +735,73 @@ done:
 
 int rbp_vm_read_stacks(struct rbp_vm *vm, struct rbp_stacks *out)
 {
-	return read_stacks(vm, 0, out);
+	return read_stacks(vm, 0, 0, out);
 }
 
 int rbp_vm_read_thread_stack(struct rbp_vm *vm, pid_t tid, struct rbp_stacks *out)
 {
-	return read_stacks(vm, tid, out);
+	return read_stacks(vm, tid, 0, out);
+}
+
+int rbp_vm_read_threads(struct rbp_vm *vm, struct rbp_stacks *out)
+{
+	return read_stacks(vm, 0, 1, out);
+}
+
+void rbp_vm_framecap_layout(const struct rbp_vm *vm, struct rbp_framecap_layout *out)
+{
+	const struct rbp_layout *L = vm->L;
+
+	*out = (struct rbp_framecap_layout){
+		.thread_ec = L->thread_ec, .ec_embedded = L->thread_ec_embedded,
+		.ec_vm_stack = L->ec_vm_stack, .ec_vm_stack_size = L->ec_vm_stack_size,
+		.ec_cfp = L->ec_cfp, .cfp_size = L->cfp_size, .cfp_ep = L->cfp_ep,
+	};
+}
+
+/*
+ * The environment words copied with the frames, as an overlay that
+ * rv_stack_word() consults before the live stack: address -> word.  A
+ * frame whose three words are all zero was not copied (read live).
+ */
+static int env_overlay(struct rbp_vm *vm, const struct rbp_frame_copy *c)
+{
+	const struct rbp_layout *L = vm->L;
+	int err = RBP_OK;
+
+	rbp_hmap_clear(&vm->env_words);
+	for (size_t i = 0; i < c->n && c->env && !err; i++) {
+		const uint64_t *e = c->env + 3 * i;
+		uint64_t ep = rv_u64(c->frames + i * L->cfp_size, L->cfp_ep);
+		if ((!e[0] && !e[1] && !e[2]) || ep < 16 || (ep & 7))
+			continue;
+		for (int k = 0; k < 3 && !err; k++)
+			err = rbp_hmap_put(&vm->env_words, ep - 16 + 8 * (uint64_t)k, e[k]);
+	}
+	return err;
+}
+
+int rbp_vm_decode_frames(struct rbp_vm *vm, const struct rbp_frame_copy *c, struct rbp_stacks *out)
+{
+	const struct rbp_layout *L = vm->L;
+	int32_t carry = 0;
+	int err;
+
+	out->n_threads = out->n_frames = 0;
+	if ((err = rbp_grow(&out->threads, &out->cap_threads, 1, sizeof(*out->threads))))
+		return err;
+	struct rbp_thread *t = &out->threads[out->n_threads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = c->tid;
+	t->running = 1;
+	if ((err = env_overlay(vm, c)))
+		goto done;
+	for (size_t i = 0; i < c->n && !err; i++)
+		err = walk_frame(vm, c->frames + i * L->cfp_size, out, &carry);
+	t->n_frames = out->n_frames;
+	if (t->n_frames)
+		fill_cfunc_locations(out->frames, t->n_frames);
+done:
+	rbp_hmap_clear(&vm->env_words);
+	return err;
 }
