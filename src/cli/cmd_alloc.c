@@ -118,6 +118,8 @@ struct run {
 	uint32_t cap_pick;           /* the threshold the kernel has now */
 	uint64_t truncated;          /* copies with frames beyond the copy's limit */
 	uint64_t thread_errors;      /* thread list reads that failed */
+	char approx_why[512];        /* why sites are approximate, said once the uprobes are in */
+	int approx_err;
 	struct rbp_hmap frame_ids;   /* mix(label*, path*, line, kind) -> frame id + 1 */
 	struct rbp_hmap class_ids;   /* klass VALUE -> class frame id + 1 */
 	struct rbp_hmap class_n;     /* class frame id + 1 -> allocations (every one) */
@@ -754,8 +756,13 @@ static void print_stats(const struct run *r, const struct rbp_uprobes *u, const 
 }
 
 /* The one warning of approximate sites. */
-static void warn_approximate(const char *why, int err)
+static void warn_approximate(const struct run *r)
 {
+	const char *why = r->approx_why;
+	int err = r->approx_err;
+
+	if (!why[0])
+		return;
 	fprintf(stderr, "rbpeek: warning: no exact allocation sites: %s; sites are approximate "
 		"(stacks read just after the allocation)%s\n", why,
 		err == RBP_EPERM ? "; exact sites need root (CAP_BPF and CAP_PERFMON)" : "");
@@ -776,7 +783,7 @@ static int setup_copies(struct run *r, const struct rbp_alloc_probe *probes, siz
 	int err;
 
 	if (r->o->no_bpf) {
-		warn_approximate("--no-bpf given", 0);
+		snprintf(r->approx_why, sizeof(r->approx_why), "--no-bpf given");
 		return RBP_OK;
 	}
 	rbp_vm_framecap_layout(r->vm, &L);
@@ -793,7 +800,8 @@ static int setup_copies(struct run *r, const struct rbp_alloc_probe *probes, siz
 	r->cap = NULL;
 	if (err == RBP_ENOMEM)
 		return err;
-	warn_approximate(why, err);
+	snprintf(r->approx_why, sizeof(r->approx_why), "%s", why);
+	r->approx_err = err;
 	return RBP_OK;
 }
 
@@ -805,14 +813,13 @@ static int setup_copies(struct run *r, const struct rbp_alloc_probe *probes, siz
 static int attach_copies(struct run *r, const struct rbp_uprobe_spec *specs, size_t n,
 			 struct rbp_uprobes **u)
 {
-	char why[512];
 	int err;
 
 	if (!r->cap || !(err = rbp_uprobes_set_bpf(*u, r->prog_fds)))
 		return RBP_OK;
-	snprintf(why, sizeof(why), "attaching the BPF program to the uprobes failed: %s",
-		 rbp_strerror(err));
-	warn_approximate(why, err);
+	snprintf(r->approx_why, sizeof(r->approx_why),
+		 "attaching the BPF program to the uprobes failed: %s", rbp_strerror(err));
+	r->approx_err = err;
 	rbp_framecap_close(r->cap);
 	r->cap = NULL;
 	rbp_uprobes_close(*u);
@@ -845,6 +852,7 @@ static int setup(struct run *r, struct alloc_opts *o, struct cli_subject *subj,
 	if ((err = rbp_uprobes_open(o->pid, specs, *n_probes, 1, u)) ||
 	    (err = attach_copies(r, specs, *n_probes, u)))
 		return fail_probes(err, subj);
+	warn_approximate(r);
 	return 0;
 }
 

@@ -7,9 +7,10 @@
 # them in the ratio 3 : 1 : 2, and the class counts must come out in that
 # ratio (they are exact: every allocation is reported).  Run phased (each
 # method for 30 ms in turn), each class's own method must be where most of
-# its sampled stacks point; stacks are read after the allocation, so some
-# land elsewhere: the share that lands in the right method is printed as
-# the attribution accuracy.
+# its sampled stacks point; the share that lands in the right method is
+# printed (100% where the kernel copies stacks at the allocation; with
+# approximate sites, read after it, some land elsewhere).  Exact sites in
+# a target switching sites every few microseconds: 91-alloc-sites.rb.
 #
 # Also: SIGKILL of rbpeek mid-run leaves no breakpoint in the target (the
 # probed function's first byte is Ruby's own again, the target is back at
