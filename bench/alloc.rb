@@ -5,8 +5,11 @@
 # The target is tests/targets/record/allocs.rb (an allocation-heavy loop:
 # 6 objects per round, nothing else) run by the host's Ruby; it reports its
 # round count on SIGUSR1.  In one run we measure its speed (rounds/s) with
-# nothing attached and while `rbpeek alloc` watches it, under the host's
-# Ruby and each Ruby chroot of tools/setup-rubies.sh, and print the ratios:
+# nothing attached and while `rbpeek alloc` watches it - exact sites
+# (stacks copied by eBPF in the kernel), approximate sites (--no-bpf,
+# stacks read after the allocation), and exact sites copying up to 100,000
+# stacks/s (what the copy itself costs) - under the host's Ruby and each
+# Ruby chroot of tools/setup-rubies.sh, and print the ratios:
 # the machine may be noisy, so only ratios within a run mean anything (the
 # best of ROUNDS runs is shown).
 #
@@ -82,34 +85,52 @@ class Target
   end
 end
 
+# How rbpeek alloc watches in each measured mode (nil: not at all).
+MODES = {
+  "alone" => nil,
+  "exact" => [],                     # stacks copied in the kernel (eBPF), --rate 1000
+  "approx" => ["--no-bpf"],          # stacks read after the allocation, --rate 1000
+  "exact r100k" => ["-r", "100000"]  # copies at up to 100,000 stacks/s: the copy's own cost
+}.freeze
+
+# Rounds/s of one target in each mode, and rbpeek's CPU seconds per mode.
 def one_run(dir, xy)
   t = Target.new(dir, xy)
-  base = t.speed(SECS)
-  err = File.join(dir, "rbpeek.err")
-  rb = Process.spawn(RBPEEK, "alloc", "--pid", t.pid.to_s, "-d", (SECS + 1.5).to_s,
-                     "-f", "collapsed", "-o", File.join(dir, "out.folded"), out: File::NULL, err: err)
-  sleep 0.7 # attached, probes in place
-  watched = t.speed(SECS)
-  Process.wait(rb)
-  [base, watched, File.read(err)[/own CPU ([\d.]+) s/, 1].to_f]
+  MODES.to_h do |name, flags|
+    next [name, [t.speed(SECS), 0.0]] unless flags
+
+    err = File.join(dir, "rbpeek.err")
+    rb = Process.spawn(RBPEEK, "alloc", "--pid", t.pid.to_s, "-d", (SECS + 1.5).to_s, *flags,
+                       "-f", "collapsed", "-o", File.join(dir, "out.folded"), out: File::NULL, err: err)
+    sleep 0.7 # attached, probes in place
+    watched = t.speed(SECS)
+    Process.wait(rb)
+    text = File.read(err)
+    warn "bench/alloc.rb: #{name}: #{text[/warning: .*/]}" if name.start_with?("exact") && text.include?("warning:")
+    [name, [watched, text[/own CPU ([\d.]+) s/, 1].to_f]]
+  end
 ensure
   t&.stop
 end
 
 rubies = [nil] + %w[2.7 3.3 3.4].select { |xy| File.directory?(File.join(CHROOTS, xy)) }
+watched = MODES.keys - ["alone"]
 puts "== rbpeek alloc: speed of an allocation-heavy loop (6 objects per round), best of #{ROUNDS}"
-puts format("%-12s %12s %12s %10s %14s %11s", "ruby", "alone r/s", "watched r/s", "slowdown", "us/allocation", "rbpeek CPU")
+puts "   modes: #{MODES.map { |k, v| "#{k} (#{v ? (['alloc'] + v).join(' ') : 'not watched'})" }.join(', ')}"
+puts format("%-12s %11s", "ruby", "alone r/s") + watched.map { |m| format(" %22s", "#{m}: x, us/alloc, CPU") }.join
 Dir.mktmpdir("rbpeek-bench-alloc") do |dir|
   rubies.each do |xy|
     # best of ROUNDS for each measure separately: noise only ever slows a run
     runs = Array.new(ROUNDS) { one_run(dir, xy) }
-    base = runs.map { |b, _, _| b }.max
-    watched = runs.map { |_, w, _| w }.max
-    cpu = runs.map { |_, _, c| c }.min
-    per = (1.0 / watched - 1.0 / base) / 6 * 1e6
-    puts format("%-12s %12.0f %12.0f %9.0fx %14.1f %10.2fs", xy ? "#{xy} (chroot)" : RUBY_VERSION, base, watched,
-                base / watched, per, cpu)
+    best = MODES.keys.to_h { |m| [m, runs.map { |r| r[m][0] }.max] }
+    cpu = MODES.keys.to_h { |m| [m, runs.map { |r| r[m][1] }.min] }
+    line = format("%-12s %11.0f", xy ? "#{xy} (chroot)" : RUBY_VERSION, best["alone"])
+    watched.each do |m|
+      per = (1.0 / best[m] - 1.0 / best["alone"]) / 6 * 1e6
+      line += format(" %6.0fx %7.2f %6.2fs", best["alone"] / best[m], per, cpu[m])
+    end
+    puts line
   end
 end
-puts "(slowdown = alone / watched, rounds per second of the same target in the same run;"
-puts " us/allocation = the time rbpeek adds to each allocation while it watches)"
+puts "(x = slowdown: alone / watched rounds per second of the same target in the same run;"
+puts " us/alloc = the time rbpeek adds to each allocation; CPU = rbpeek's own CPU seconds)"
