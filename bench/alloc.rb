@@ -97,17 +97,18 @@ MODES = {
 def one_run(dir, xy)
   t = Target.new(dir, xy)
   MODES.to_h do |name, flags|
-    next [name, [t.speed(SECS), 0.0]] unless flags
+    next [name, [t.speed(SECS), 0.0, nil]] unless flags
 
     err = File.join(dir, "rbpeek.err")
-    rb = Process.spawn(RBPEEK, "alloc", "--pid", t.pid.to_s, "-d", (SECS + 1.5).to_s, *flags,
+    # the kernel times the eBPF program in the exact modes (BPF_ENABLE_STATS)
+    rb = Process.spawn({ "RBPEEK_BPF_STATS" => "1" }, RBPEEK, "alloc", "--pid", t.pid.to_s, "-d", (SECS + 1.5).to_s, *flags,
                        "-f", "collapsed", "-o", File.join(dir, "out.folded"), out: File::NULL, err: err)
     sleep 0.7 # attached, probes in place
     watched = t.speed(SECS)
     Process.wait(rb)
     text = File.read(err)
     warn "bench/alloc.rb: #{name}: #{text[/warning: .*/]}" if name.start_with?("exact") && text.include?("warning:")
-    [name, [watched, text[/own CPU ([\d.]+) s/, 1].to_f]]
+    [name, [watched, text[/own CPU ([\d.]+) s/, 1].to_f, text[/eBPF program: \d+ runs, (\d+) ns each/, 1]&.to_i]]
   end
 ensure
   t&.stop
@@ -124,12 +125,15 @@ Dir.mktmpdir("rbpeek-bench-alloc") do |dir|
     runs = Array.new(ROUNDS) { one_run(dir, xy) }
     best = MODES.keys.to_h { |m| [m, runs.map { |r| r[m][0] }.max] }
     cpu = MODES.keys.to_h { |m| [m, runs.map { |r| r[m][1] }.min] }
+    prog_ns = MODES.keys.to_h { |m| [m, runs.filter_map { |r| r[m][2] }.min] }
     line = format("%-12s %11.0f", xy ? "#{xy} (chroot)" : RUBY_VERSION, best["alone"])
     watched.each do |m|
       per = (1.0 / best[m] - 1.0 / best["alone"]) / 6 * 1e6
       line += format(" %6.0fx %7.2f %6.2fs", best["alone"] / best[m], per, cpu[m])
     end
     puts line
+    ns = watched.filter_map { |m| prog_ns[m] && "#{m} #{prog_ns[m]} ns" }
+    puts "             eBPF program per allocation (kernel's timing, least of #{ROUNDS}): #{ns.join(', ')}" unless ns.empty?
   end
 end
 puts "(x = slowdown: alone / watched rounds per second of the same target in the same run;"

@@ -742,6 +742,9 @@ static void print_stats(const struct run *r, const struct rbp_uprobes *u, const 
 			"(%llu copies, %llu lost, %llu deeper than %d frames: outermost cut)\n",
 			(unsigned long long)cs.records, (unsigned long long)cs.lost,
 			(unsigned long long)r->truncated, RBP_FRAMECAP_MAX_FRAMES);
+		if (cs.runs)
+			fprintf(stderr, "rbpeek: eBPF program: %llu runs, %.0f ns each on average\n",
+				(unsigned long long)cs.runs, (double)cs.run_ns / (double)cs.runs);
 	} else if (r->samples) {
 		fprintf(stderr, "rbpeek: sites approximate: stacks read %.0f us after the allocation "
 			"on average (max %.0f us)\n", (double)r->age_sum / 1e3 / (double)r->samples,
@@ -792,8 +795,12 @@ static int setup_copies(struct run *r, const struct rbp_alloc_probe *probes, siz
 	err = rbp_framecap_open(&L, regs, n, &r->cap, why, sizeof(why));
 	for (size_t i = 0; !err && i < n; i++)
 		r->prog_fds[i] = rbp_framecap_prog_fd(r->cap, i);
-	if (!err && !(err = update_threads(r)))
+	if (!err && !(err = update_threads(r))) {
+		/* $RBPEEK_BPF_STATS=1: time the program (bench/alloc.rb) */
+		if (getenv("RBPEEK_BPF_STATS") && rbp_framecap_enable_stats(r->cap))
+			fprintf(stderr, "rbpeek: warning: cannot enable eBPF run-time statistics\n");
 		return RBP_OK;
+	}
 	if (r->cap)
 		snprintf(why, sizeof(why), "filling the thread map failed: %s", rbp_strerror(err));
 	rbp_framecap_close(r->cap);

@@ -284,6 +284,7 @@ struct rbp_framecap {
 	size_t n_cpus;
 	uint8_t *buf;                /* one record copied out of a ring */
 	size_t buf_cap;
+	int stats_fd;                /* BPF_ENABLE_STATS while held, -1 */
 	pid_t *known;                /* tids in the threads map now */
 	size_t n_known;
 	uint64_t records, lost;
@@ -477,6 +478,7 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 		return RBP_ENOMEM;
 	c->L = *L;
 	c->m = (struct maps){ -1, -1, -1, -1 };
+	c->stats_fd = -1;
 	for (size_t i = 0; i < RBP_FRAMECAP_MAX_PROBES; i++)
 		c->prog[i] = -1;
 	if ((err = create_maps(c, rec_size, why, why_len)) || (err = open_rings(c, why, why_len)))
@@ -610,10 +612,36 @@ int rbp_framecap_read(struct rbp_framecap *c,
 	return RBP_OK;
 }
 
+int rbp_framecap_enable_stats(struct rbp_framecap *c)
+{
+	union bpf_attr a;
+
+	if (c->stats_fd >= 0)
+		return RBP_OK;
+	memset(&a, 0, sizeof(a));
+	a.enable_stats.type = BPF_STATS_RUN_TIME;
+	c->stats_fd = (int)sys_bpf(BPF_ENABLE_STATS, &a);
+	return c->stats_fd < 0 ? rbp_perf_errno(errno) : RBP_OK;
+}
+
 void rbp_framecap_stats(const struct rbp_framecap *c, struct rbp_framecap_stats *out)
 {
+	memset(out, 0, sizeof(*out));
 	out->records = c->records;
 	out->lost = c->lost;
+	for (size_t i = 0; i < c->n_probes; i++) {
+		struct bpf_prog_info info;
+		union bpf_attr a;
+		memset(&info, 0, sizeof(info));
+		memset(&a, 0, sizeof(a));
+		a.info.bpf_fd = (uint32_t)c->prog[i];
+		a.info.info_len = sizeof(info);
+		a.info.info = (uint64_t)(uintptr_t)&info;
+		if (!sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a)) {
+			out->runs += info.run_cnt;
+			out->run_ns += info.run_time_ns;
+		}
+	}
 }
 
 void rbp_framecap_close(struct rbp_framecap *c)
@@ -629,6 +657,8 @@ void rbp_framecap_close(struct rbp_framecap *c)
 		if (c->cpu_fd[i] >= 0)
 			close(c->cpu_fd[i]);
 	}
+	if (c->stats_fd >= 0)
+		close(c->stats_fd);
 	int maps[] = { c->m.threads, c->m.config, c->m.scratch, c->m.events };
 	for (size_t i = 0; i < 4; i++)
 		if (maps[i] >= 0)

@@ -65,6 +65,8 @@ struct rbp_framecap_record {
 struct rbp_framecap_stats {
 	uint64_t records;         /* read */
 	uint64_t lost;            /* dropped by the kernel (ring full) */
+	uint64_t runs, run_ns;    /* the programs' runs and time in them, all probes
+				   * (0 unless rbp_framecap_enable_stats) */
 };
 
 struct rbp_framecap;
@@ -91,6 +93,12 @@ int rbp_framecap_set_pick(struct rbp_framecap *c, uint32_t pick);
 /* Hand every pending record to fn (no waiting); fn returning nonzero stops and is returned. */
 int rbp_framecap_read(struct rbp_framecap *c,
 		      int (*fn)(void *ctx, const struct rbp_framecap_record *r), void *ctx);
+/*
+ * Have the kernel time the programs (BPF_ENABLE_STATS: on, for every
+ * program of the machine, while c is open; a few tens of ns per run).
+ * For benchmarks.
+ */
+int rbp_framecap_enable_stats(struct rbp_framecap *c);
 void rbp_framecap_stats(const struct rbp_framecap *c, struct rbp_framecap_stats *out);
 void rbp_framecap_close(struct rbp_framecap *c);   /* NULL-safe */
 

@@ -16,7 +16,9 @@
 # the Durians can never be right that way (the fiber has yielded).
 #
 # Class counts must be exactly 1:1:1:1 (within 2 points).  Runs on the
-# host's Ruby and on every chroot Ruby (2.7, 3.3, 3.4).  The forced
+# host's Ruby and on every chroot Ruby (2.7, 3.3, 3.4).  alloc-sites/thread:
+# a thread started while rbpeek watches (making Elderberries in e) is
+# picked up, its stacks exact too.  The forced
 # fallback (--no-bpf) must still work and say that sites are approximate.
 require_relative "lib/e2e"
 require_relative "lib/record"
@@ -24,7 +26,7 @@ require_relative "lib/chroot"
 include E2E
 
 R = Record
-names = %w[alloc-sites/host alloc-sites/chroots alloc-sites/fallback]
+names = %w[alloc-sites/host alloc-sites/chroots alloc-sites/thread alloc-sites/fallback]
 exit 0 if skip_without_rbpeek(names)
 unless root?
   names.each { |n| skip(n, "needs root (uprobes and eBPF)") }
@@ -38,7 +40,8 @@ end
 SCRIPT = File.join(R::DIR, "alloc_sites.rb")
 CLASSES = { "Apple" => "Object#a", "Banana" => "Object#b", "Cherry" => "Object#c",
             "Durian" => "block (2 levels) in <main>" }.freeze
-LINES = CLASSES.keys.to_h do |cls|
+LATE = { "Elderberry" => "Object#e" }.freeze
+LINES = CLASSES.merge(LATE).keys.to_h do |cls|
   [cls, File.readlines(SCRIPT).index { |l| l.include?("# #{cls.upcase}") } + 1]
 end.freeze
 WARNING = "no exact allocation sites"
@@ -53,7 +56,7 @@ end
 def exact?(frames, cls, path)
   line = LINES[cls]
   frames[-2] == "Class#new (#{path}:#{line})" &&
-    frames[-3]&.start_with?("#{CLASSES[cls]} (#{path}:#{line})") &&
+    frames[-3]&.start_with?("#{CLASSES[cls] || LATE[cls]} (#{path}:#{line})") &&
     (cls != "Durian" || frames.none? { |f| f.start_with?("<main> (") })
 end
 
@@ -63,7 +66,7 @@ def score(collapsed, path)
   collapsed.each_line do |l|
     stack, n = l.strip.split(/ (\d+)\z/)
     frames = stack.split(";")
-    next unless CLASSES.key?(frames.last)
+    next unless CLASSES.key?(frames.last) || LATE.key?(frames.last)
 
     per[frames.last][0] += n.to_i if exact?(frames, frames.last, path)
     per[frames.last][1] += n.to_i
@@ -143,6 +146,7 @@ end
 
 if no_bpf
   skip("alloc-sites/chroots", "the kernel refused eBPF: #{no_bpf}")
+  skip("alloc-sites/thread", "the kernel refused eBPF: #{no_bpf}")
 else
   check("alloc-sites/chroots") do |probs|
     rubies, missing = Chroots.prepare
@@ -158,6 +162,24 @@ else
     missing.each { |xy, why| notes << "#{xy} not run (#{why})" }
     probs << "no chroot Ruby is ready: #{missing.inspect}" if rubies.empty?
     notes.compact.join("; ")
+  end
+end
+
+unless no_bpf
+  check("alloc-sites/thread") do |probs|
+    s = R::Script.new("alloc_sites", "late-thread").wait_ready
+    begin
+      r = run_alloc(probs, s.pid, File.realpath(SCRIPT), "late thread", "-d", 3)
+      if r
+        _, pct, all, per = r
+        late = per["Elderberry"]
+        probs << "no stack of the late thread's Elderberries: #{per.inspect}" if late[1] < 50
+        probs << "#{format('%.1f', pct)}% of #{all} stacks exact, expected >= 99% (#{per.inspect})" if pct < 99.0
+        "#{late[1]} stacks of the late thread, #{format('%.1f', pct)}% of #{all} exact"
+      end
+    ensure
+      E2E.kill_pid(s.pid)
+    end
   end
 end
 

@@ -8,12 +8,17 @@
 # (or, for Durian, the main stack: the fiber has yielded); only a stack
 # taken at the allocation puts every class on its method and line.  The
 # lines are found by the markers in the comments (APPLE, ...).
+#
+#   ruby alloc_sites.rb late-thread   also, 1 s after ready, a thread that
+#                                     makes Elderberries in e (a thread
+#                                     rbpeek must pick up while watching)
 require_relative "ready"
 
 class Apple; end
 class Banana; end
 class Cherry; end
 class Durian; end
+class Elderberry; end
 
 def a
   Apple.new # APPLE
@@ -27,6 +32,10 @@ def c
   Cherry.new # CHERRY
 end
 
+def e
+  Elderberry.new # ELDERBERRY
+end
+
 FIB = Fiber.new do
   loop do
     Durian.new # DURIAN
@@ -35,6 +44,12 @@ FIB = Fiber.new do
 end
 
 RecordTarget.ready!
+if ARGV[0] == "late-thread"
+  Thread.new do
+    sleep 1
+    loop { e }
+  end
+end
 loop do
   a
   b
