@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -102,6 +103,13 @@ static void ld_map(struct prog *p, uint8_t dst, int fd)
 	emit(p, 0, 0, 0, 0, 0);
 }
 
+/* dst = a 64-bit immediate (two instructions) */
+static void ld_imm64(struct prog *p, uint8_t dst, uint64_t v)
+{
+	emit(p, BPF_LD | BPF_DW | BPF_IMM, dst, 0, 0, (int32_t)(uint32_t)v);
+	emit(p, 0, 0, 0, 0, (int32_t)(uint32_t)(v >> 32));
+}
+
 /* if (dst op imm) goto label;  if (dst op src) goto label;  goto label */
 static void jmp(struct prog *p, uint8_t code, uint8_t dst, uint8_t src, int32_t imm, int label)
 {
@@ -151,7 +159,7 @@ struct maps {
  * r7 the record (scratch map value), r8 and r9 as commented.
  */
 static void build(struct prog *p, const struct rbp_framecap_layout *L, const struct maps *m,
-		  uint32_t probe, uint8_t arg_reg)
+		  uint64_t ns_dev, uint64_t ns_ino, uint32_t probe, uint8_t arg_reg)
 {
 	const int32_t max = RBP_FRAMECAP_MAX_FRAMES, cs = L->cfp_size;
 
@@ -164,10 +172,21 @@ static void build(struct prog *p, const struct rbp_framecap_layout *L, const str
 	lookup_zero(p, m->config);
 	LDX(p, BPF_W, BPF_REG_1, BPF_REG_0, 0);
 	JMP_X(p, BPF_JGE, BPF_REG_8, BPF_REG_1, L_OUT);
-	/* 2. the thread: r9 = threads[tid] (tid is the low half of pid_tgid) */
-	CALL(p, BPF_FUNC_get_current_pid_tgid);
-	MOV_X(p, BPF_REG_8, BPF_REG_0);
-	STX(p, BPF_W, BPF_REG_10, BPF_REG_0, -8);
+	/*
+	 * 2. the thread id as our PID namespace numbers it (as the map's keys
+	 * and the uprobe samples do; rbpeek may run in a container):
+	 * get_ns_current_pid_tgid(dev, ino, &info at fp-16, 8), info.pid the
+	 * thread's id; then r9 = threads[tid]
+	 */
+	ld_imm64(p, BPF_REG_1, ns_dev);
+	ld_imm64(p, BPF_REG_2, ns_ino);
+	MOV_X(p, BPF_REG_3, BPF_REG_10);
+	ALU_K(p, BPF_ADD, BPF_REG_3, -16);
+	MOV_K(p, BPF_REG_4, 8);
+	CALL(p, BPF_FUNC_get_ns_current_pid_tgid);
+	JMP_K(p, BPF_JNE, BPF_REG_0, 0, L_OUT);
+	LDX(p, BPF_W, BPF_REG_8, BPF_REG_10, -16);
+	STX(p, BPF_W, BPF_REG_10, BPF_REG_8, -8);
 	ld_map(p, BPF_REG_1, m->threads);
 	MOV_X(p, BPF_REG_2, BPF_REG_10);
 	ALU_K(p, BPF_ADD, BPF_REG_2, -8);
@@ -462,6 +481,7 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 		      struct rbp_framecap **out, char *why, size_t why_len)
 {
 	struct rbp_framecap *c;
+	struct stat ns;
 	uint32_t rec_size = REC_HDR + RBP_FRAMECAP_MAX_FRAMES * (uint32_t)(L->cfp_size + ENV_BYTES);
 	int err;
 
@@ -472,6 +492,10 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 	    L->ec_vm_stack < 0 || L->ec_vm_stack + 8 > EC_HEAD || L->ec_vm_stack_size < 0 ||
 	    L->ec_vm_stack_size + 8 > EC_HEAD) {
 		snprintf(why, why_len, "unsupported interpreter layout");
+		return RBP_EINVAL;
+	}
+	if (stat("/proc/self/ns/pid", &ns)) {
+		snprintf(why, why_len, "cannot stat /proc/self/ns/pid: %s", strerror(errno));
 		return RBP_EINVAL;
 	}
 	if (!(c = calloc(1, sizeof(*c))))
@@ -485,7 +509,8 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 		goto fail;
 	for (size_t i = 0; i < n_probes; i++, c->n_probes++) {
 		struct prog p = { .n = 0 };
-		build(&p, L, &c->m, (uint32_t)i, arg_reg[i] < 3 ? arg_reg[i] : 0);
+		build(&p, L, &c->m, (uint64_t)ns.st_dev, (uint64_t)ns.st_ino, (uint32_t)i,
+		      arg_reg[i] < 3 ? arg_reg[i] : 0);
 		if ((err = resolve(&p))) {
 			snprintf(why, why_len, "internal error assembling the BPF program");
 			goto fail;

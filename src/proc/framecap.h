@@ -8,8 +8,9 @@
  *   1. draws a random number and goes on only when it is below the "pick"
  *      threshold the caller sets (rbp_framecap_set_pick): the caller keeps
  *      the number of copies per second bounded;
- *   2. looks the thread id up in a map the caller fills (tid -> address of
- *      the thread's descriptor, rb_thread_t for Ruby);
+ *   2. looks the thread id (as the caller's PID namespace numbers it) up
+ *      in a map the caller fills (tid -> address of the thread's
+ *      descriptor, rb_thread_t for Ruby);
  *   3. reads the execution context from it (th->ec, read at every hit: a
  *      fiber switch changes it), then ec->cfp, ec->vm_stack and
  *      ec->vm_stack_size;
@@ -24,7 +25,8 @@
  *
  * Nothing outlives the caller: programs, maps and rings are file
  * descriptors.  Needs root (CAP_BPF + CAP_PERFMON) and a kernel with
- * CONFIG_BPF_EVENTS; rbp_framecap_open() says why not otherwise.
+ * CONFIG_BPF_EVENTS (5.7+ for bpf_get_ns_current_pid_tgid);
+ * rbp_framecap_open() says why not otherwise.
  * x86-64 only (the register offsets in struct pt_regs).
  */
 #ifndef RBP_PROC_FRAMECAP_H
@@ -51,7 +53,7 @@ struct rbp_framecap_layout {
 /* One copy, as read back (pointers into the reader's buffer: valid in the callback). */
 struct rbp_framecap_record {
 	uint32_t probe;           /* which program (one per probe) fired */
-	pid_t tid;                /* the thread, as the kernel's root namespace numbers it */
+	pid_t tid;                /* the thread, as the caller's PID namespace numbers it */
 	uint64_t time_ns;         /* CLOCK_MONOTONIC at the hit */
 	uint64_t arg;             /* the argument register chosen for the probe */
 	uint64_t cfp;             /* address frames[0] was copied from */

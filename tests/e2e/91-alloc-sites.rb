@@ -18,7 +18,9 @@
 # Class counts must be exactly 1:1:1:1 (within 2 points).  Runs on the
 # host's Ruby and on every chroot Ruby (2.7, 3.3, 3.4).  alloc-sites/thread:
 # a thread started while rbpeek watches (making Elderberries in e) is
-# picked up, its stacks exact too.  The forced
+# picked up, its stacks exact too.  alloc-sites/pid-namespace: rbpeek and
+# the target both in a new PID namespace (unshare -pf --mount-proc), where
+# thread ids differ from the kernel's: still exact.  The forced
 # fallback (--no-bpf) must still work and say that sites are approximate.
 require_relative "lib/e2e"
 require_relative "lib/record"
@@ -26,7 +28,8 @@ require_relative "lib/chroot"
 include E2E
 
 R = Record
-names = %w[alloc-sites/host alloc-sites/chroots alloc-sites/thread alloc-sites/fallback]
+names = %w[alloc-sites/host alloc-sites/chroots alloc-sites/thread alloc-sites/pid-namespace
+           alloc-sites/fallback]
 exit 0 if skip_without_rbpeek(names)
 unless root?
   names.each { |n| skip(n, "needs root (uprobes and eBPF)") }
@@ -147,6 +150,7 @@ end
 if no_bpf
   skip("alloc-sites/chroots", "the kernel refused eBPF: #{no_bpf}")
   skip("alloc-sites/thread", "the kernel refused eBPF: #{no_bpf}")
+  skip("alloc-sites/pid-namespace", "the kernel refused eBPF: #{no_bpf}")
 else
   check("alloc-sites/chroots") do |probs|
     rubies, missing = Chroots.prepare
@@ -183,6 +187,27 @@ unless no_bpf
   end
 end
 
+unless no_bpf
+  check("alloc-sites/pid-namespace") do |probs|
+    out = R.tmp("alloc-sites-ns.folded")
+    FileUtils.rm_f(out)
+    inner = "cd #{R::DIR} && #{E2E::RUBY} alloc_sites.rb >/dev/null 2>&1 & sleep 1.5; " \
+            "#{E2E::RBPEEK} alloc --pid $! -d 2 -f collapsed -o #{out}; rc=$?; kill -9 $!; exit $rc"
+    res = E2E.run(["unshare", "-pf", "--mount-proc", "sh", "-c", inner], env: R.env, timeout: 40)
+    err = R.stderr_of(res)
+    if !res.status&.zero? || !File.exist?(out)
+      probs << "rbpeek alloc in a PID namespace: #{res.describe}"
+    else
+      all, good, per = score(File.read(out), File.realpath(SCRIPT))
+      pct = all.zero? ? 0.0 : 100.0 * good / all
+      probs << "no 'sites exact' line: #{err.inspect}" unless err.include?("sites exact")
+      probs << "only #{all} stacks" if all < 200
+      probs << "#{format('%.1f', pct)}% of #{all} stacks exact, expected >= 99% (#{per.inspect})" if pct < 99.0
+      "#{format('%.1f', pct)}% of #{all} stacks exact"
+    end
+  end
+end
+
 check("alloc-sites/fallback") do |probs|
   s = R::Script.new("alloc_sites").wait_ready
   begin
@@ -192,7 +217,7 @@ check("alloc-sites/fallback") do |probs|
       probs << "no warning that sites are approximate: #{err.inspect}" unless err =~ /warning: #{WARNING}: --no-bpf given; sites are approximate/
       probs << "more than one warning: #{err.inspect}" if err.scan("warning:").size != 1
       probs << "only #{all} stacks" if all < 200
-      probs << "#{s.running_problem}" if s.running_problem
+      (rp = s.running_problem) and probs << "target after rbpeek: #{rp}"
       "after-the-fact reads (the old way): #{format('%.1f', pct)}% of #{all} stacks exact"
     end
   ensure
