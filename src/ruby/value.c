@@ -68,7 +68,8 @@ int rv_stack_word(struct rbp_vm *vm, uint64_t addr, uint64_t *out)
 {
 	if (vm->env_words.len && rbp_hmap_get(&vm->env_words, addr, out))
 		return RBP_OK;   /* copied with the frames (rbp_vm_decode_frames) */
-	if (addr >= vm->stk_lo && addr + 8 <= vm->stk_hi && !(addr & 7)) {
+	/* not addr + 8 <= hi: a garbage addr near 2^64 wraps around */
+	if (addr >= vm->stk_lo && addr < vm->stk_hi && vm->stk_hi - addr >= 8 && !(addr & 7)) {
 		memcpy(out, vm->stk_cur + (addr - vm->stk_lo), 8);
 		return RBP_OK;
 	}
