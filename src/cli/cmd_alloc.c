@@ -412,11 +412,11 @@ static int on_copy(void *ctx, const struct rbp_framecap_record *c)
 	uint32_t cls;
 	int err;
 
-	if (r->tokens < 1)
+	if (r->tokens < 1 || c->probe >= RBP_ALLOC_MAX_PROBES)
 		return RBP_OK;   /* over --rate while the kernel's threshold catches up */
 	r->tokens -= 1;
-	if (c->probe >= RBP_ALLOC_MAX_PROBES || (err = class_id(r, c->arg, &cls)))
-		return c->probe >= RBP_ALLOC_MAX_PROBES ? RBP_OK : err;
+	if ((err = class_id(r, c->arg, &cls)))
+		return err;
 	r->truncated += c->truncated;
 	err = rbp_vm_decode_frames(r->vm, &fc, &r->stacks);
 	if (err == RBP_ENOMEM)

@@ -364,8 +364,9 @@ static uint32_t kernel_version(void)
 /* Load a program; on refusal the verifier's last words go to why. */
 static int prog_load(const struct prog *p, char *why, size_t why_len)
 {
-	static char log[1 << 18];
 	union bpf_attr a;
+	size_t log_size = 1 << 18;
+	char *log;
 	int fd;
 
 	memset(&a, 0, sizeof(a));
@@ -384,18 +385,23 @@ static int prog_load(const struct prog *p, char *why, size_t why_len)
 		return e == EPERM ? RBP_EPERM : RBP_ENOUPROBE;
 	}
 	/* again with the verifier's log, for the message */
+	if (!(log = calloc(1, log_size)))
+		return RBP_ENOMEM;
 	a.log_level = 1;
 	a.log_buf = (uint64_t)(uintptr_t)log;
-	a.log_size = sizeof(log);
-	log[0] = 0;
-	if ((fd = (int)sys_bpf(BPF_PROG_LOAD, &a)) >= 0)
+	a.log_size = (uint32_t)log_size;
+	if ((fd = (int)sys_bpf(BPF_PROG_LOAD, &a)) >= 0) {
+		free(log);
 		return fd;
+	}
+	log[log_size - 1] = 0;
 	size_t len = strlen(log);
 	while (len && log[len - 1] == '\n')
 		log[--len] = 0;
 	const char *last = strrchr(log, '\n');
 	snprintf(why, why_len, "the kernel's verifier refused the program (%s): %s", strerror(e),
 		 last ? last + 1 : log);
+	free(log);
 	return e == EPERM ? RBP_EPERM : RBP_EINVAL;
 }
 
@@ -574,7 +580,7 @@ struct read_ctx {
 };
 
 /* One PERF_RECORD_SAMPLE of raw data: u32 size, then the bytes the program emitted. */
-static int on_record(void *ctx, uint32_t type, const void *body, size_t len)
+static int on_record(void *ctx, uint32_t type, void *body, size_t len)
 {
 	struct read_ctx *rc = ctx;
 	struct rbp_framecap *c = rc->c;
@@ -599,7 +605,7 @@ static int on_record(void *ctx, uint32_t type, const void *body, size_t len)
 	if (n > RBP_FRAMECAP_MAX_FRAMES || REC_HDR + (size_t)n * (c->L.cfp_size + ENV_BYTES) > size)
 		return 0;
 	/* aligned copies for the reader (the raw data sits at offset 4 mod 8) */
-	memmove((uint8_t *)body, b, size);
+	memmove(body, b, size);
 	b = body;
 	memset(&r, 0, sizeof(r));
 	memcpy(&r.probe, b + REC_PROBE, 4);

@@ -63,7 +63,7 @@ static void ring_copy(const struct rbp_perf_ring *r, uint64_t off, void *dst, si
 }
 
 int rbp_perf_ring_drain(struct rbp_perf_ring *r, void *buf, size_t cap,
-			int (*fn)(void *ctx, uint32_t type, const void *body, size_t len),
+			int (*fn)(void *ctx, uint32_t type, void *body, size_t len),
 			void *ctx)
 {
 	struct perf_event_mmap_page *meta = r->base;

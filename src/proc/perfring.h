@@ -29,12 +29,13 @@ void rbp_perf_ring_unmap(struct rbp_perf_ring *r);   /* safe on a zeroed ring */
 
 /*
  * Hand every pending record to fn: its type (PERF_RECORD_*) and body (the
- * bytes after the header, copied into buf: at most cap bytes, *the rest cut*).
+ * bytes after the header, copied into buf, which fn may modify: at most cap
+ * bytes, the rest cut).
  * fn returning nonzero stops the read (the records after it stay) and is
  * returned.
  */
 int rbp_perf_ring_drain(struct rbp_perf_ring *r, void *buf, size_t cap,
-			int (*fn)(void *ctx, uint32_t type, const void *body, size_t len),
+			int (*fn)(void *ctx, uint32_t type, void *body, size_t len),
 			void *ctx);
 
 /* errno of a failed perf_event_open/mmap/ioctl as an RBP_E* code. */

@@ -265,7 +265,7 @@ struct drain_ctx {
 	void *ctx;
 };
 
-static int on_record(void *ctx, uint32_t type, const void *body, size_t len)
+static int on_record(void *ctx, uint32_t type, void *body, size_t len)
 {
 	struct drain_ctx *d = ctx;
 	struct rbp_uprobe_sample s;

@@ -7,6 +7,10 @@
  * from that copy.  Only environments that escaped to the heap, and cache
  * misses (a new iseq, a new pc, a new method entry), cost further reads.
  *
+ * rbp_vm_decode_frames() runs the same walk over frames copied elsewhere
+ * (by the kernel, at an allocation): their environment words come from the
+ * copy through an overlay that rv_stack_word() consults first.
+ *
  * Labels are built as Ruby 3.4 builds them and as a Ruby developer writes
  * them: "Foo::Bar#baz", "Foo.build", "block in Foo#each_item",
  * "Integer#times"; class bodies and top levels keep Ruby's own label
