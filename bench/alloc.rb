@@ -114,7 +114,7 @@ ensure
   t&.stop
 end
 
-rubies = [nil] + %w[2.7 3.3 3.4].select { |xy| File.directory?(File.join(CHROOTS, xy)) }
+rubies = [nil] + %w[2.7 3.3 3.4 4.0].select { |xy| File.directory?(File.join(CHROOTS, xy)) }
 watched = MODES.keys - ["alone"]
 puts "== rbpeek alloc: speed of an allocation-heavy loop (6 objects per round), best of #{ROUNDS}"
 puts "   modes: #{MODES.map { |k, v| "#{k} (#{v ? (['alloc'] + v).join(' ') : 'not watched'})" }.join(', ')}"
