@@ -12,7 +12,7 @@
  *              sys_exit, sched_switch (which also asks for perf's switch
  *              and fork records).  The first fd opened on a CPU owns its
  *              ring; all others are SET_OUTPUT into it.
- *   wake_fd    per CPU, sched_wakeup of the whole CPU filtered in the kernel
+ *   wake_fd    per CPU, sched_waking of the whole CPU filtered in the kernel
  *              on the woken tid being one of ours (see open_wakeup).
  *
  * Opening races with thread creation: a thread made by an already-covered
@@ -55,6 +55,7 @@ struct rbk_field {
 
 struct rbk_tp {
 	const char *path;          /* under events/ in tracefs */
+	const char *alt;           /* used when path is missing (NULL: none) */
 	const char *fname[2];      /* the payload fields we read */
 	int id;                    /* tracepoint id == common_type */
 	struct rbk_field f[2];
@@ -62,7 +63,7 @@ struct rbk_tp {
 
 struct rbk_ring {
 	int fd;                               /* owner of the ring (-1: CPU offline) */
-	int wake_fd;                          /* this CPU's sched_wakeup event (-1: none) */
+	int wake_fd;                          /* this CPU's sched_waking event (-1: none) */
 	struct perf_event_mmap_page *pg;      /* NULL when unmapped */
 	unsigned char *data;                  /* pg + one page */
 	uint64_t size;                        /* data area bytes, a power of two */
@@ -83,10 +84,11 @@ struct rbk_trace {
 };
 
 static const struct rbk_tp tp_proto[NTP] = {
-	[TP_ENTER]  = { "raw_syscalls/sys_enter", { "id", NULL }, 0, {{0, 0, 0}} },
-	[TP_EXIT]   = { "raw_syscalls/sys_exit", { "ret", NULL }, 0, {{0, 0, 0}} },
-	[TP_SWITCH] = { "sched/sched_switch", { "prev_pid", "prev_state" }, 0, {{0, 0, 0}} },
-	[TP_WAKEUP] = { "sched/sched_wakeup", { "pid", "target_cpu" }, 0, {{0, 0, 0}} },
+	[TP_ENTER]  = { "raw_syscalls/sys_enter", NULL, { "id", NULL }, 0, {{0, 0, 0}} },
+	[TP_EXIT]   = { "raw_syscalls/sys_exit", NULL, { "ret", NULL }, 0, {{0, 0, 0}} },
+	[TP_SWITCH] = { "sched/sched_switch", NULL, { "prev_pid", "prev_state" }, 0, {{0, 0, 0}} },
+	/* sched_waking, not sched_wakeup: see open_wakeup (sched_waking is 4.3+) */
+	[TP_WAKEUP] = { "sched/sched_waking", "sched/sched_wakeup", { "pid", "target_cpu" }, 0, {{0, 0, 0}} },
 };
 
 static const char *const tracefs_dirs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
@@ -213,6 +215,11 @@ static int load_tracepoints(struct rbk_trace *t, char *why, size_t why_len)
 		long id;
 		snprintf(p, sizeof(p), "%s/events/%s/id", dir, tp->path);
 		rc = read_int_file(p, &id);
+		if (rc == -ENOENT && tp->alt) {
+			tp->path = tp->alt;
+			snprintf(p, sizeof(p), "%s/events/%s/id", dir, tp->path);
+			rc = read_int_file(p, &id);
+		}
 		snprintf(p, sizeof(p), "%s/events/%s/format", dir, tp->path);
 		if (!rc) rc = read_text(p, text, 8192);
 		for (int k = 0; k < 2 && !rc; k++)
@@ -590,9 +597,15 @@ static int build_filter(char *f, size_t len, const int *tids, size_t n)
 /* The wakeup events are per CPU, not per thread: the kernel (6.x) counts
  * but does not sample a tracepoint in the events of a task that is not the
  * current one, and a wakeup mostly runs in someone else's context (the
- * timer or network interrupt, another process).  A filter cannot be changed
- * once set, so a new filter means new events, opened before the old ones
- * close so no wakeup falls between them. */
+ * timer or network interrupt, another process).  The tracepoint is
+ * sched_waking, which fires in try_to_wake_up on the waker's CPU, in the
+ * waker's context.  sched_wakeup fires where the wakeup completes: for a
+ * wakeup queued to an idle CPU that is the target CPU, in the context of
+ * whatever runs there (the IPI or idle loop), so its "waker" was wrong and
+ * it was lost whenever that context was one perf does not sample; a wakeup
+ * by a traced thread was then missing (issue 6; docs/trace-kernel.md).
+ * A filter cannot be changed once set, so a new filter means new events,
+ * opened before the old ones close so no wakeup falls between them. */
 static int open_wakeup(struct rbk_trace *t, int cpu, const char *filter)
 {
 	struct rbk_ring *r = &t->rings[cpu];
@@ -666,7 +679,7 @@ int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t 
 	if (!rc) {
 		rc = rbk_update_threads(t);
 		if (rc == -E2BIG) rc = 0;   /* some threads' wakeups are missing; see ktrace.h */
-		else if (rc) snprintf(why, why_len, "kernel streams: sched_wakeup events: %s", strerror(-rc));
+		else if (rc) snprintf(why, why_len, "kernel streams: sched_waking events: %s", strerror(-rc));
 	}
 	if (rc) {
 		rbk_close(t);

@@ -9,7 +9,7 @@
  * process and is linked into the Ruby extension and into the unit test.
  *
  * Mechanism: perf_event_open(2) on the tracepoints raw_syscalls:sys_enter,
- * raw_syscalls:sys_exit, sched:sched_switch and sched:sched_wakeup, plus
+ * raw_syscalls:sys_exit, sched:sched_switch and sched:sched_waking, plus
  * perf's own context-switch records (attr.context_switch) for "switched in".
  * No eBPF: nothing to compile at build time, no clang, no libbpf.
  *   - Scope: syscalls and switches: one event per (thread, CPU, tracepoint),
@@ -18,7 +18,7 @@
  *     copies; fork()ed children do not.  Per-task events see only what their
  *     thread does, so no filter is needed.  Wakeups mostly happen in another
  *     task's context (an interrupt, another process), where the kernel does
- *     not sample per-task events, so sched_wakeup is one event per CPU with a
+ *     not sample per-task events, so sched_waking is one event per CPU with a
  *     kernel filter on the woken tid ("pid==..."), refreshed from
  *     /proc/self/task by rbk_update_threads.
  *   - Buffers: one ring per CPU (every event of that CPU is redirected into it
@@ -60,10 +60,14 @@ enum rbk_kind {
 	RBK_SYS_EXIT,             /* nr_or_ret = return value (-errno on failure) */
 	RBK_SCHED_SWITCH_OUT,     /* the thread left the CPU; state says why */
 	RBK_SCHED_SWITCH_IN,      /* the thread started running on cpu */
-	RBK_SCHED_WAKEUP,         /* the thread became runnable; cpu = the CPU it
-	                             was queued on, nr_or_ret = the tid running on
-	                             the waking CPU (the waker, or whatever task
-	                             an interrupt interrupted; 0 = idle) */
+	RBK_SCHED_WAKEUP,         /* the thread is being woken (sched_waking: the
+	                             start of the wakeup, on the waker's CPU); cpu =
+	                             the CPU it last ran on, nr_or_ret = the tid
+	                             running on the waking CPU (the waker, or the
+	                             task an interrupt interrupted; 0 = idle).  It
+	                             can come just before the thread's switch-out
+	                             when the wakeup races with its going to sleep:
+	                             that sleep then ends at once (runnable). */
 };
 
 enum rbk_state {              /* for RBK_SCHED_SWITCH_OUT, else RBK_STATE_NONE */
@@ -78,7 +82,7 @@ enum rbk_state {              /* for RBK_SCHED_SWITCH_OUT, else RBK_STATE_NONE *
 struct rbk_event {
 	uint64_t ts_ns;     /* CLOCK_MONOTONIC, nanoseconds */
 	int32_t  tid;       /* the thread the event is about */
-	int32_t  cpu;       /* CPU it happened on (wakeup: the target CPU) */
+	int32_t  cpu;       /* CPU it happened on (wakeup: the CPU it last ran on) */
 	uint16_t kind;      /* enum rbk_kind */
 	uint16_t state;     /* enum rbk_state */
 	int64_t  nr_or_ret; /* see enum rbk_kind */

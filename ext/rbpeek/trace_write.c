@@ -629,13 +629,26 @@ static uint64_t sched_iid(const struct writer *wr, const struct rbk_event *ev)
 	return (uint64_t)(ev->state < sizeof(of_state) / sizeof(of_state[0]) ? of_state[ev->state] : N_SWITCHED_OUT) + 1;
 }
 
-/* A scheduler event: the thread's "sched" track changes state. */
-static void sched_event(struct writer *wr, const struct rbk_event *ev, uint64_t *state)
+/*
+ * A scheduler event: the thread's "sched" track changes state.  *woken
+ * remembers a wakeup that came while the thread still ran: the kernel's
+ * wakeup event (sched_waking) can precede the switch-out of a thread that
+ * was woken while going to sleep, and then that switch-out starts
+ * "runnable", not "sleeping".  Any syscall event or switch-in forgets it.
+ */
+static void sched_event(struct writer *wr, const struct rbk_event *ev, uint64_t *state, int *woken)
 {
 	uint64_t iid = sched_iid(wr, ev);
 
-	if (iid == *state || (ev->kind == RBK_SCHED_WAKEUP && *state >= cpu_iid(wr, 0)))
-		return;  /* no change (a wakeup of a running thread) */
+	if (ev->kind == RBK_SCHED_WAKEUP && *state >= cpu_iid(wr, 0)) {
+		*woken = 1;
+		return;  /* a wakeup of a running thread: no change yet */
+	}
+	if (ev->kind == RBK_SCHED_SWITCH_OUT && *woken && (ev->state == RBK_SLEEPING || ev->state == RBK_BLOCKED))
+		iid = N_RUNNABLE + 1;
+	*woken = 0;
+	if (iid == *state)
+		return;
 	if (!wr->sched_tr.written) {
 		char name[64];
 		wr->sched_tr.uuid = wr->next_uuid++;
@@ -714,7 +727,7 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 	struct fiber *cur = fiber_of(wr, w->root_fiber);
 	uint64_t start = w->lost && w->n ? w->recs[0].t : wr->tr->start_ns, end = wr->tr->end_ns;
 	uint64_t sched = 0;
-	int gvl_open = 0;
+	int gvl_open = 0, woken = 0;
 	size_t kj, khi;
 
 	if (!cur)
@@ -739,10 +752,11 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 		/* the kernel's events of this thread merged in by time */
 		if (kj < khi && (i >= w->n || wr->tr->kev[wr->kidx[kj]].ts_ns < w->recs[i].t)) {
 			const struct rbk_event *ev = &wr->tr->kev[wr->kidx[kj++]];
-			if (ev->kind == RBK_SYS_ENTER || ev->kind == RBK_SYS_EXIT)
+			if (ev->kind == RBK_SYS_ENTER || ev->kind == RBK_SYS_EXIT) {
 				syscall_event(wr, cur, ev, out);
-			else if (out)
-				sched_event(wr, ev, &sched);
+				woken = 0;
+			} else if (out)
+				sched_event(wr, ev, &sched, &woken);
 			else
 				wr->used[sched_iid(wr, ev)] = 1;
 			if (ev->ts_ns > end)

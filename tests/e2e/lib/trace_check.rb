@@ -116,6 +116,20 @@ module TraceCheck
     end
     p << "read's end has args #{ret&.dig(3).inspect}, expected ret 1" if ret && ret[3]["ret"] != 1
     p << "sched states #{states.inspect} lack running/sleeping" if sched && !(states.any? { |x| x.start_with?("running on CPU") } && states.include?("sleeping"))
+    p.concat(sched_order_problems(sched)) if sched
+    p
+  end
+
+  # Thread states in order: a wakeup ends a sleep (sleeping -> runnable ->
+  # running at least once; the main thread sleeps in T.io and waits for the
+  # GVL), and a runnable stretch ends only by being switched in.
+  def sched_order_problems(sched)
+    seq = TraceReader.tree(sched).map(&:name)
+    p = []
+    woke = seq.each_cons(3).any? { |a, b, c| a == "sleeping" && b == "runnable" && c.start_with?("running on CPU") }
+    p << "no sleeping -> runnable -> running in #{seq.first(12).inspect}" unless woke
+    bad = seq.each_cons(2).find { |a, b| a == "runnable" && !b.start_with?("running on CPU") }
+    p << "runnable followed by #{bad[1].inspect}, not running" if bad
     p
   end
 
