@@ -10,6 +10,9 @@
 #                                    building a C extension needs (rubyX.Y-dev, zlib
 #                                    gcc, make): the tracer's tests build
 #                                    ext/rbpeek inside each chroot
+#   tools/setup-rubies.sh --bench [V]  --dev, plus the tracer benchmark's peers:
+#                                    Debian's ruby-prof and ruby-stackprof
+#                                    (bench/trace/versions.sh)
 #
 # Versions: 2.7 (bullseye, ruby2.7), 3.3 (trixie, ruby3.3), 3.4 (sid plus
 # experimental, ruby3.4).  Each chroot is made with debootstrap
@@ -128,10 +131,22 @@ dev_one() {
 	fi
 	touch "$dir/DEV_READY"
 }
+# The benchmark's peers (packaged for the chroot's Ruby); BENCH_READY marks it.
+bench_one() {
+	local v=$1 dir=$root/$1
+	[ -f "$dir/BENCH_READY" ] && return 0
+	echo "setup-rubies.sh: installing ruby-prof, ruby-stackprof in $dir" >&2
+	local apt=(chroot "$dir" apt-get -o Acquire::Check-Valid-Until=false -o DPkg::Lock::Timeout=300 -y -qq)
+	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install ruby-prof ruby-stackprof >>"$root/$v.log" 2>&1
+	touch "$dir/BENCH_READY"
+}
 
-dev=0
+dev=0 bench=0
 if [ "${1:-}" = --dev ]; then
 	dev=1
+	shift
+elif [ "${1:-}" = --bench ]; then
+	dev=1 bench=1
 	shift
 fi
 
@@ -144,6 +159,9 @@ for v in "${@:-${debian[@]}}"; do
 	make_one "$v" || { echo "setup-rubies.sh: ruby $v failed, see $root/$v.log" >&2; status=1; continue; }
 	if [ $dev = 1 ]; then
 		dev_one "$v" || { echo "setup-rubies.sh: ruby$v-dev failed, see $root/$v.log" >&2; status=1; }
+	fi
+	if [ $bench = 1 ]; then
+		bench_one "$v" || { echo "setup-rubies.sh: ruby-prof failed, see $root/$v.log" >&2; status=1; }
 	fi
 done
 exit $status
