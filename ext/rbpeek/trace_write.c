@@ -431,7 +431,8 @@ static int collect_gc(struct writer *wr)
 			wr->gc[wr->ngc++] = (struct gc_mark){ w->recs[j].t, k };
 		}
 	}
-	qsort(wr->gc, wr->ngc, sizeof(*wr->gc), gc_cmp);
+	if (wr->ngc)   /* qsort(NULL, 0, ...) is undefined */
+		qsort(wr->gc, wr->ngc, sizeof(*wr->gc), gc_cmp);
 	return 0;
 }
 
