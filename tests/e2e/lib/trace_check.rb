@@ -121,8 +121,10 @@ module TraceCheck
   end
 
   # Thread states in order: a wakeup ends a sleep (sleeping -> runnable ->
-  # running at least once; the main thread sleeps in T.io and waits for the
-  # GVL), and a runnable stretch ends only by being switched in.
+  # running at least once: T.woken blocks main on a pipe that another thread
+  # of ours writes to, a wakeup recorded on any host, unlike timer wakeups
+  # raised in contexts some hosts hide from perf, docs/trace-kernel.md), and
+  # a runnable stretch ends only by being switched in.
   def sched_order_problems(sched)
     seq = TraceReader.tree(sched).map(&:name)
     p = []
