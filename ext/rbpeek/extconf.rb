@@ -22,11 +22,5 @@ $INCFLAGS << " -I#{File.join(root, 'src')} -I#{Dir.pwd}"
 $CFLAGS << " -std=gnu11 -O2 -Wall -Wno-unused-parameter"
 $CPPFLAGS << " -D_GNU_SOURCE"
 $VPATH << util
-# The kernel streams need perf_event_attr.inherit_thread (Linux 5.13 headers);
-# older headers get nokernel.c, and traces without syscalls.
-kernel = checking_for("struct perf_event_attr.inherit_thread in linux/perf_event.h") do
-  try_compile("#include <linux/perf_event.h>\nint main(void) { struct perf_event_attr a = {0}; a.inherit_thread = 1; return (int)a.inherit_thread; }")
-end
-warn "rbpeek: kernel headers too old for the kernel streams; building without them" unless kernel
-$srcs = %w[trace.c trace_write.c hmap.c json.c utf8.c vec.c] + [kernel ? "ktrace.c" : "nokernel.c"]
+$srcs = %w[trace.c trace_write.c ktrace.c hmap.c json.c utf8.c vec.c]
 create_makefile("rbpeek/trace_ext")

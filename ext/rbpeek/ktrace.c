@@ -253,6 +253,16 @@ static int push_int(int **v, size_t *n, size_t *cap, int x)
 
 /* One event: of thread tid on cpu, or for TP_WAKEUP (tid -1) of the whole
  * CPU, created disabled until open_wakeup has narrowed it to our threads. */
+void rbk_attr_inherit_thread(struct perf_event_attr *a, int on)
+{
+	char *word = (char *)a + offsetof(struct perf_event_attr, read_format) + sizeof(a->read_format);
+	uint64_t w;
+
+	memcpy(&w, word, sizeof(w));
+	w = on ? w | RBK_INHERIT_THREAD : w & ~RBK_INHERIT_THREAD;
+	memcpy(word, &w, sizeof(w));
+}
+
 static int open_event(struct rbk_trace *t, int tp, pid_t tid, int cpu)
 {
 	struct perf_event_attr a;
@@ -263,7 +273,7 @@ static int open_event(struct rbk_trace *t, int tp, pid_t tid, int cpu)
 	a.sample_period = 1;
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW;
 	a.inherit = tp != TP_WAKEUP;
-	a.inherit_thread = tp != TP_WAKEUP && t->inherit_thread;
+	rbk_attr_inherit_thread(&a, tp != TP_WAKEUP && t->inherit_thread);
 	a.disabled = tp == TP_WAKEUP;
 	a.write_backward = 1;
 	a.use_clockid = 1;
@@ -276,9 +286,9 @@ static int open_event(struct rbk_trace *t, int tp, pid_t tid, int cpu)
 	for (;;) {
 		int fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd >= 0) return fd;
-		if (errno == EINVAL && a.inherit_thread) {   /* kernels before 5.13 */
+		if (errno == EINVAL && tp != TP_WAKEUP && t->inherit_thread) {   /* kernels before 5.13 */
 			t->inherit_thread = 0;
-			a.inherit_thread = 0;
+			rbk_attr_inherit_thread(&a, 0);
 			continue;
 		}
 		return -errno;

@@ -124,4 +124,13 @@ void rbk_close(struct rbk_trace *t);
  * from the kernel headers by tools/gen-syscalls.sh. */
 const char *rbk_syscall_name(long nr);
 
+/* perf_event_attr.inherit_thread (Linux 5.13) is bit 35 of the flag word
+ * that follows read_format.  It is set through that word, so that the same
+ * code builds with older kernel headers (Debian 11's) that lack the field:
+ * what matters is the running kernel, and one that predates the flag
+ * refuses it with EINVAL (then the streams go on without it). */
+#define RBK_INHERIT_THREAD (1ull << 35)
+struct perf_event_attr;
+void rbk_attr_inherit_thread(struct perf_event_attr *a, int on);
+
 #endif

@@ -21,10 +21,12 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -431,9 +433,30 @@ static void test_names(void)
 	}
 }
 
+/* The flag set by its bit is the header's field (these headers have it),
+ * and nothing else moves. */
+static void test_inherit_thread_bit(void)
+{
+	TEST("inherit_thread set through its bit, as with old headers") {
+		struct perf_event_attr a, zero;
+		memset(&a, 0, sizeof(a));
+		memset(&zero, 0, sizeof(zero));
+		rbk_attr_inherit_thread(&a, 1);
+		CHECK_EQ_INT(a.inherit_thread, 1);
+		a.inherit_thread = 0;
+		CHECK(memcmp(&a, &zero, sizeof(a)) == 0);
+		a.inherit = a.disabled = a.write_backward = 1;
+		rbk_attr_inherit_thread(&a, 1);
+		rbk_attr_inherit_thread(&a, 0);
+		CHECK_EQ_INT(a.inherit_thread, 0);
+		CHECK(a.inherit && a.disabled && a.write_backward);
+	}
+}
+
 int main(void)
 {
 	test_names();
+	test_inherit_thread_bit();
 	test_unprivileged();
 
 	struct work w = { 0 };
