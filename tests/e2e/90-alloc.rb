@@ -164,18 +164,9 @@ check("alloc/chroots") do |probs|
   rubies, missing = Chroots.prepare
   notes = []
   rubies.product(%i[tight phased]).each do |ruby, mode|
-    inner = File.join(Chroots::INNER, "record")
-    ready = File.join(Chroots::INNER, ".run", "alloc-#{ruby.xy}-#{mode}.ready")
-    FileUtils.rm_f(ruby.host_path(ready))
-    pid = Process.spawn({ "RBPEEK_READY" => ready }, "chroot", ruby.dir, "/bin/sh", "-c",
-                        "cd #{inner} && exec #{ruby.bin} allocs.rb #{mode}", in: "/dev/null",
-                        out: "/dev/null", err: "/dev/null")
-    E2E.register_pid(pid)
-    deadline = R.mono + 30
-    sleep 0.02 until File.exist?(ruby.host_path(ready)) || R.mono > deadline
-    sleep 0.2
+    pid = Chroots.spawn_ready(ruby, "record", "allocs.rb", mode, name: "alloc-#{ruby.xy}-#{mode}")
     begin
-      notes << check_target(probs, pid, File.join(inner, "allocs.rb"), "ruby #{ruby.version}", mode)
+      notes << check_target(probs, pid, File.join(Chroots::INNER, "record", "allocs.rb"), "ruby #{ruby.version}", mode)
     ensure
       E2E.kill_pid(pid)
     end

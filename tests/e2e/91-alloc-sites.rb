@@ -101,17 +101,8 @@ def run_alloc(probs, pid, path, what, *flags)
 end
 
 def target_in_chroot(ruby)
-  inner = File.join(Chroots::INNER, "record")
-  ready = File.join(Chroots::INNER, ".run", "alloc-sites-#{ruby.xy}.ready")
-  FileUtils.rm_f(ruby.host_path(ready))
-  pid = Process.spawn({ "RBPEEK_READY" => ready }, "chroot", ruby.dir, "/bin/sh", "-c",
-                      "cd #{inner} && exec #{ruby.bin} alloc_sites.rb", in: "/dev/null",
-                      out: "/dev/null", err: "/dev/null")
-  E2E.register_pid(pid)
-  deadline = R.mono + 30
-  sleep 0.02 until File.exist?(ruby.host_path(ready)) || R.mono > deadline
-  sleep 0.2
-  [pid, File.join(inner, "alloc_sites.rb")]
+  pid = Chroots.spawn_ready(ruby, "record", "alloc_sites.rb", name: "alloc-sites-#{ruby.xy}")
+  [pid, File.join(Chroots::INNER, "record", "alloc_sites.rb")]
 end
 
 # The exact-sites check on one target; returns a note, or :no_bpf (why) when

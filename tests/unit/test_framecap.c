@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "self_probe.h"
 #include "proc/framecap.h"
 #include "proc/maps.h"
 #include "proc/uprobe.h"
@@ -171,22 +172,15 @@ static void run(const struct rbp_uprobe_spec *spec, uint32_t pick, struct seen *
 
 int main(void)
 {
-	struct rbp_maps maps = { 0 };
-	const struct rbp_mapping *m;
-	uint64_t addr = (uint64_t)(uintptr_t)&probe_me;
+	struct rbp_uprobe_spec spec;
 	char exe[4096];
-	ssize_t n;
 
 	if (rbp_uprobe_available() || geteuid() != 0) {
 		printf("skip: needs root and the kernel's uprobe PMU\n");
 		return harness_report();
 	}
-	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) <= 0)
+	if (self_probe_spec((const void *)&probe_me, exe, sizeof(exe), &spec))
 		return 1;
-	exe[n] = 0;
-	if (rbp_maps_read_pid(getpid(), &maps) || !(m = rbp_maps_find(&maps, addr)))
-		return 1;
-	struct rbp_uprobe_spec spec = { exe, m->offset + (addr - m->start) };
 
 	TEST("every call copied at the hit: frames, environments, fiber switch, truncation") {
 		struct seen sn = { 0 };
@@ -211,6 +205,5 @@ int main(void)
 		CHECK(sn.records > CALLS / 8 && sn.records < CALLS / 2);
 		CHECK_EQ_INT(sn.bad_pc + sn.bad_shape + sn.bad_env, 0);
 	}
-	rbp_maps_free(&maps);
 	return harness_report();
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "self_probe.h"
 #include "proc/maps.h"
 #include "proc/uprobe.h"
 #include "util/err.h"
@@ -141,22 +142,16 @@ static void run(uint64_t period, const struct rbp_uprobe_spec *spec, uint64_t ad
 
 int main(void)
 {
-	struct rbp_maps maps = { 0 };
-	const struct rbp_mapping *m;
 	uint64_t addr = (uint64_t)(uintptr_t)&probe_me;
+	struct rbp_uprobe_spec spec;
 	char exe[4096];
-	ssize_t n;
 
 	if (rbp_uprobe_available() || geteuid() != 0) {
 		printf("skip: uprobes need root and the kernel's uprobe PMU\n");
 		return harness_report();
 	}
-	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) <= 0)
+	if (self_probe_spec((const void *)&probe_me, exe, sizeof(exe), &spec))
 		return 1;
-	exe[n] = 0;
-	if (rbp_maps_read_pid(getpid(), &maps) || !(m = rbp_maps_find(&maps, addr)))
-		return 1;
-	struct rbp_uprobe_spec spec = { exe, m->offset + (addr - m->start) };
 
 	TEST("every call, its arguments and thread; a later thread; breakpoint removed")
 		run(1, &spec, addr);
@@ -172,6 +167,5 @@ int main(void)
 		struct rbp_uprobes *u = NULL;
 		CHECK_EQ_INT(rbp_uprobes_open(0x3fffffff, &spec, 1, 1, &u), RBP_ENOPROC);
 	}
-	rbp_maps_free(&maps);
 	return harness_report();
 }

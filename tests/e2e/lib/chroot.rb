@@ -291,6 +291,22 @@ module Chroots
     end
   end
 
+  # Start `ruby.bin SCRIPT ARGS...` in the chroot's copy of tests/targets/DIR
+  # with $RBPEEK_READY set, and wait (30 s at most) until the script writes
+  # that file; returns the pid (registered for killing at exit).
+  def spawn_ready(ruby, dir, script, *args, name:)
+    ready = File.join(INNER, ".run", "#{name}.ready")
+    FileUtils.rm_f(ruby.host_path(ready))
+    pid = Process.spawn({ "RBPEEK_READY" => ready }, "chroot", ruby.dir, "/bin/sh", "-c",
+                        "cd #{File.join(INNER, dir)} && exec #{[ruby.bin, script, *args].join(' ')}",
+                        in: "/dev/null", out: "/dev/null", err: "/dev/null")
+    E2E.register_pid(pid)
+    deadline = Time.now + 30
+    sleep 0.02 until File.exist?(ruby.host_path(ready)) || Time.now > deadline
+    sleep 0.2
+    pid
+  end
+
   def with_target(ruby, name, **kw)
     t = Target.new(ruby, name, **kw)
     begin
