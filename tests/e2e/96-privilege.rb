@@ -16,6 +16,7 @@ require "rbconfig"
 require "tmpdir"
 require_relative "lib/e2e"
 require_relative "lib/record"
+require_relative "lib/trace_check"
 include E2E
 
 USER = "rbpeek-e2e"
@@ -66,11 +67,12 @@ def as_user
   dir = Dir.mktmpdir("rbpeek-sudo-")
   File.chown(pw.uid, pw.gid, dir)
   File.chmod(0o755, dir)
-  run_sudo = lambda do |args|
-    cmd = ["sudo", "-n", "--preserve-env=XDG_CACHE_HOME", RBPEEK, *args]
+  run_sudo = lambda do |args, env = {}|
+    keep = ["XDG_CACHE_HOME", *env.keys].join(",")
+    cmd = ["sudo", "-n", "--preserve-env=#{keep}", RBPEEK, *args]
     run(["setpriv", "--reuid=#{pw.uid}", "--regid=#{pw.gid}", "--init-groups", "--",
          "sh", "-c", 'umask 027; exec "$@"', "sh", *cmd],
-        env: { "XDG_CACHE_HOME" => File.join(dir, "cache") }, chdir: dir, timeout: 30)
+        env: { "XDG_CACHE_HOME" => File.join(dir, "cache") }.merge(env), chdir: dir, timeout: 30)
   end
   yield dir, pw, run_sudo
 ensure
@@ -116,6 +118,9 @@ test("privilege/sudo-spawn") do
 end
 
 test("privilege/sudo-trace") do
+  next skip("privilege/sudo-trace", "#{TraceCheck::EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") unless
+    File.exist?(File.join(TraceCheck::EXT, "rbpeek", "trace_ext.so"))
+
   probs = []
   kernel = true
   as_user do |dir, pw, run_sudo|
@@ -124,7 +129,9 @@ test("privilege/sudo-trace") do
     script = "st = File.read('/proc/self/status'); File.write(#{ids.inspect}, [Process.uid, Process.euid, " \
              "st[/CapEff:\\s*(\\h+)/, 1], st[/CapAmb:\\s*(\\h+)/, 1]].join(' ')); " \
              "3.times { sleep 0.01; File.read('/etc/hostname') }"
-    res = run_sudo.(["trace", "-f", "json", "-o", out, "--", RbConfig.ruby, "-e", script])
+    # the extension built for this Ruby (a sanitizer build has none of its own)
+    res = run_sudo.(["trace", "-f", "json", "-o", out, "--", RbConfig.ruby, "-e", script],
+                    { "RBPEEK_TRACE_LIB" => TraceCheck::EXT })
     raise "sudo rbpeek trace: #{res.describe} #{res.stderr[0, 400]}" unless res.status&.zero?
     raise "the program wrote no #{ids}" unless File.exist?(ids)
 
