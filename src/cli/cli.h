@@ -57,6 +57,8 @@ int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_op
 		struct cli_subject *subj, struct rbp_target **t, struct rbp_vm **vm);
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
+/* Parse a -r rate (an integer, 1 to 100000 per second); 0 on error. */
+unsigned cli_parse_rate(const char *s);
 
 /*
  * The options that name what a one-shot command reads: -p/--pid, -c/--core,

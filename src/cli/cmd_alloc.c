@@ -208,11 +208,9 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 				return cli_usage_error("alloc", "invalid duration '%s' (seconds)", optarg);
 			break;
 		case 'r':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 100000)
+			if (!(o->rate = cli_parse_rate(optarg)))
 				return cli_usage_error("alloc", "invalid rate '%s' (1 to 100000 stacks/s)",
 						       optarg);
-			o->rate = (uint32_t)v;
 			break;
 		case 't':
 			v = strtol(optarg, &end, 10);
@@ -226,10 +224,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
 		case 'h': print_usage(); exit(0);
-		case ':':
-			return cli_usage_error("alloc", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("alloc", "unknown option '%s'", argv[optind - 1]);
+			return cli_other_opt("alloc", c, argv, NULL);
 		}
 	}
 	if (optind < argc)

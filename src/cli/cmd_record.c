@@ -129,13 +129,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			if (!(o->pid = cli_parse_pid(optarg)))
 				return cli_usage_error("record", "invalid PID '%s'", optarg);
 			break;
-		case 'r': {
-			long r = strtol(optarg, &end, 10);
-			if (*end || r < 1 || r > 100000)
+		case 'r':
+			if (!(o->rate = cli_parse_rate(optarg)))
 				return cli_usage_error("record", "invalid rate '%s' (1 to 100000 Hz)", optarg);
-			o->rate = (uint32_t)r;
 			break;
-		}
 		case 'd':
 			o->duration = strtod(optarg, &end);
 			if (*end || !(o->duration > 0) || o->duration > 1e7)
@@ -156,10 +153,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
 		case 'h': print_usage(); exit(0);
-		case ':':
-			return cli_usage_error("record", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("record", "unknown option '%s'", argv[optind - 1]);
+			return cli_other_opt("record", c, argv, NULL);
 		}
 	}
 	if (optind < argc)

@@ -136,13 +136,10 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 			if (!(o->pid = cli_parse_pid(optarg)))
 				return cli_usage_error("top", "invalid PID '%s'", optarg);
 			break;
-		case 'r': {
-			long r = strtol(optarg, &end, 10);
-			if (*end || r < 1 || r > 100000)
+		case 'r':
+			if (!(o->rate = cli_parse_rate(optarg)))
 				return cli_usage_error("top", "invalid rate '%s' (1 to 100000 Hz)", optarg);
-			o->rate = (uint32_t)r;
 			break;
-		}
 		case OPT_DELAY:
 			if (parse_seconds(optarg, &o->delay) || o->delay < 0.1)
 				return cli_usage_error("top", "invalid delay '%s' (at least 0.1 s)", optarg);
@@ -161,10 +158,8 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		case OPT_NATIVE: o->native = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case 'h': fputs(top_usage, stdout); exit(0);
-		case ':':
-			return cli_usage_error("top", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("top", "unknown option '%s'", argv[optind - 1]);
+			return cli_other_opt("top", c, argv, NULL);
 		}
 	}
 	if (optind < argc)

@@ -149,6 +149,14 @@ int cli_parse_pid(const char *s)
 	return (int)v;
 }
 
+unsigned cli_parse_rate(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return !*s || *end || v < 1 || v > 100000 ? 0 : (unsigned)v;
+}
+
 int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o)
 {
 	switch (o ? c : 0) {

@@ -53,8 +53,10 @@ struct loop {
 	const struct rbp_sampler_opts *o;
 	struct rbp_profile *p;
 	struct rbp_stacks stacks;
-	struct rbp_hmap frame_ids;   /* mix(label*, path*, line, kind) -> frame id + 1 */
-	struct rbp_hmap tid_names;   /* tid -> interned OS thread name (profile pool) */
+	/* the caches of t's process: the loop's own below, or a procset member's */
+	struct rbp_hmap *frame_ids;  /* mix(label*, path*, line, kind) -> frame id + 1 */
+	struct rbp_hmap *tid_names;  /* tid -> interned OS thread name (profile pool) */
+	struct rbp_hmap own_ids, own_names;
 	struct rbp_hmap states;      /* tid -> state char, this tick (--on-cpu) */
 	uint32_t root_node;          /* stacks hang below it (a process root), 0: the root */
 };
@@ -85,7 +87,7 @@ static int frame_id(struct loop *l, const struct rbp_frame *f, uint32_t *id)
 				 (uint64_t)(uint32_t)line << 2 | f->kind), v;
 	int err;
 
-	if (rbp_hmap_get(&l->frame_ids, key, &v)) {
+	if (rbp_hmap_get(l->frame_ids, key, &v)) {
 		*id = (uint32_t)v - 1;
 		return RBP_OK;
 	}
@@ -93,7 +95,7 @@ static int frame_id(struct loop *l, const struct rbp_frame *f, uint32_t *id)
 				     f->kind == RBP_FRAME_CFUNC ? RBP_PFRAME_CFUNC :
 				     f->kind == RBP_FRAME_NATIVE ? RBP_PFRAME_NATIVE : RBP_PFRAME_RUBY, id)))
 		return err;
-	return rbp_hmap_put(&l->frame_ids, key, *id + 1ull);
+	return rbp_hmap_put(l->frame_ids, key, *id + 1ull);
 }
 
 /* Thread#name, else "main" for the main thread, else the OS name (cached). */
@@ -107,11 +109,11 @@ static const char *thread_name(struct loop *l, const struct rbp_thread *th)
 		return ruby_name;
 	if (!th->tid)
 		return "";
-	if (rbp_hmap_get(&l->tid_names, (uint64_t)th->tid, &v))
+	if (rbp_hmap_get(l->tid_names, (uint64_t)th->tid, &v))
 		return (const char *)(uintptr_t)v;
 	const char *name = rbp_profile_str(l->p, l->t->is_core ||
 					   rbp_task_info(l->t->pid, th->tid, &ti) ? "" : ti.comm);
-	rbp_hmap_put(&l->tid_names, (uint64_t)th->tid, (uint64_t)(uintptr_t)name);
+	rbp_hmap_put(l->tid_names, (uint64_t)th->tid, (uint64_t)(uintptr_t)name);
 	return name;
 }
 
@@ -217,7 +219,6 @@ static int process_node(struct loop *l, struct rbp_procset_member *m)
 static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_ns,
 		       struct rbp_sampler_status *st)
 {
-	struct rbp_hmap ids = l->frame_ids, names = l->tid_names;
 	int err;
 
 	if ((err = process_node(l, m)))
@@ -229,14 +230,9 @@ static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_
 	/* the root's is the caller's; NULL (Ruby frames only) if it could not be opened */
 	l->native = m->owned ? m->native : l->o->native;
 	l->root_node = m->root_node;
-	l->frame_ids = m->frame_ids;
-	l->tid_names = m->tid_names;
-	err = tick(l, t_ns, st);
-	m->frame_ids = l->frame_ids;
-	m->tid_names = l->tid_names;
-	l->frame_ids = ids;
-	l->tid_names = names;
-	return err;
+	l->frame_ids = &m->frame_ids;
+	l->tid_names = &m->tid_names;
+	return tick(l, t_ns, st);
 }
 
 /*
@@ -270,6 +266,8 @@ static int tick_procs(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *
 	l->t = t;
 	l->vm = vm;
 	l->root_node = 0;
+	l->frame_ids = &l->own_ids;
+	l->tid_names = &l->own_names;
 	if (err)
 		return err;
 	if (!rbp_procset_count(ps) && !target_alive(t->pid))
@@ -384,6 +382,8 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 		    struct rbp_profile *p, struct rbp_sampler_status *st)
 {
 	struct loop l = { .t = t, .vm = vm, .native = o->native, .o = o, .p = p };
+	l.frame_ids = &l.own_ids;
+	l.tid_names = &l.own_names;
 	uint64_t period = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
 	uint64_t start = now_ns(CLOCK_MONOTONIC), deadline = start, next_progress;
 	struct waker w;
@@ -444,8 +444,8 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	p->meta.late = st->late;
 	p->meta.errors = st->errors;
 	rbp_stacks_free(&l.stacks);
-	rbp_hmap_clear(&l.frame_ids);
-	rbp_hmap_clear(&l.tid_names);
+	rbp_hmap_clear(&l.own_ids);
+	rbp_hmap_clear(&l.own_names);
 	rbp_hmap_clear(&l.states);
 	return err;
 }

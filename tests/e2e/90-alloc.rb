@@ -25,14 +25,7 @@ R = Record
 names = %w[alloc/host alloc/chroots alloc/sigkill alloc/not-ruby alloc/no-such-process
            alloc/nobody alloc/bad-options]
 exit 0 if skip_without_rbpeek(names)
-unless root?
-  names.each { |n| skip(n, "needs root (uprobes need CAP_PERFMON)") }
-  exit 0
-end
-unless File.exist?("/sys/bus/event_source/devices/uprobe/type")
-  names.each { |n| skip(n, "this kernel has no uprobe PMU") }
-  exit 0
-end
+exit 0 if skip_unless_uprobes(names, "needs root (uprobes need CAP_PERFMON)")
 
 WANT = { "String" => 3, "Array" => 1, "Point" => 2 }.freeze
 SITES = { "String" => ["Object#strings"], "Array" => ["Object#arrays"],

@@ -31,14 +31,7 @@ R = Record
 names = %w[alloc-sites/host alloc-sites/chroots alloc-sites/thread alloc-sites/pid-namespace
            alloc-sites/fallback]
 exit 0 if skip_without_rbpeek(names)
-unless root?
-  names.each { |n| skip(n, "needs root (uprobes and eBPF)") }
-  exit 0
-end
-unless File.exist?("/sys/bus/event_source/devices/uprobe/type")
-  names.each { |n| skip(n, "this kernel has no uprobe PMU") }
-  exit 0
-end
+exit 0 if skip_unless_uprobes(names, "needs root (uprobes and eBPF)")
 
 SCRIPT = File.join(R::DIR, "alloc_sites.rb")
 CLASSES = { "Apple" => "Object#a", "Banana" => "Object#b", "Cherry" => "Object#c",

@@ -92,6 +92,16 @@ module E2E
     true
   end
 
+  # Skip every listed test unless root on a kernel with the uprobe perf PMU
+  # (rbpeek alloc); why_root says what root is needed for.  True when skipped.
+  def skip_unless_uprobes(names, why_root)
+    why = if !root? then why_root
+          elsif !File.exist?("/sys/bus/event_source/devices/uprobe/type") then "this kernel has no uprobe PMU"
+          end
+    names.each { |n| skip(n, why) } if why
+    !why.nil?
+  end
+
   # ok when there are no problems, else fail with the first 12 of them.
   def report(name, problems, note = nil)
     return ok(name, note) if problems.empty?
