@@ -13,6 +13,7 @@
  * handed back at detach so the target never loses one.  Should the tracer
  * die, the kernel detaches its tracees and (with SEIZE) they run on.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -41,8 +42,16 @@ struct pause_task {
 
 struct rbp_pause {
 	pid_t pid;
+	int task_fd;           /* /proc/PID/task, kept open (-1 until first used) */
+	int stat_fd;           /* /proc/PID/stat, for the thread count (-1 likewise) */
+	char *dents;           /* getdents64 buffer */
+	pid_t *tids;           /* the last listing */
+	size_t n_tids, cap_tids;
 	struct pause_task *v;  /* threads held */
 	size_t n, cap;
+	long long spin_ns;     /* poll this long for a stop before sleeping */
+	unsigned spin_tried, spin_failed;  /* polls in this window; ended by sleeping */
+	unsigned spin_off;     /* holds left without polling */
 	pid_t *dead;           /* held threads that died: to collect at resume */
 	size_t n_dead, cap_dead;
 };
@@ -187,12 +196,46 @@ static void drop_zombies(struct rbp_pause *p)
 	}
 }
 
+/*
+ * How long to poll for the stop before sleeping, learnt per process: a
+ * thread on another CPU stops in 10-40 us in a virtual machine (the
+ * interrupt that stops it exits to the hypervisor), and sleeping through
+ * that costs more than polling -- our own CPU halts, and waking it is one
+ * more trip through the hypervisor (bench/README.md).  The budget follows
+ * an upper envelope of the stops seen while polling.  A thread on our own
+ * CPU stops only once we let it run, which a real-time caller's
+ * sched_yield() does not: when over a quarter of a window's polls end
+ * without the stop, polling is off for the next SPIN_OFF_HOLDS holds.
+ */
+#define SPIN_START_NS 50000LL
+#define SPIN_MAX_NS 100000LL
+#define SPIN_WINDOW 32
+#define SPIN_OFF_HOLDS 256
+
+static void spin_learn(struct rbp_pause *p, int in_spin, long long took)
+{
+	if (in_spin) {
+		long long want = took + took / 2;
+		p->spin_ns -= p->spin_ns / 64;
+		if (want > p->spin_ns)
+			p->spin_ns = want < SPIN_MAX_NS ? want : SPIN_MAX_NS;
+	}
+	p->spin_failed += !in_spin;
+	if (++p->spin_tried == SPIN_WINDOW) {
+		if (p->spin_failed * 4 > SPIN_WINDOW)
+			p->spin_off = SPIN_OFF_HOLDS;
+		p->spin_tried = p->spin_failed = 0;
+	}
+}
+
 /* Wait until every held thread is stopped or gone; RBP_EPTRACE on timeout. */
 static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 {
-	long long deadline = now_ns() + timeout_ns;
+	long long start = now_ns(), deadline = start + timeout_ns, now = start;
+	long long spin = p->spin_off ? 0 : p->spin_ns;
 	unsigned spins = 0;
 
+	p->spin_off -= p->spin_off > 0;
 	for (;;) {
 		size_t running = 0;
 
@@ -201,19 +244,26 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 				poll_one(p, i);
 		for (size_t i = 0; i < p->n; i++)
 			running += !p->v[i].stopped;
-		if (!running)
+		if (spins)
+			now = now_ns();
+		if (!running) {
+			if (spins && spin)
+				spin_learn(p, spins == 1, now - start);
 			return RBP_OK;
-		if (now_ns() > deadline)
+		}
+		if (now > deadline)
 			return RBP_EPTRACE;
 		/*
-		 * A thread takes a few microseconds to stop (longer when it has
-		 * to be scheduled first): yield once, so that it can run on our
-		 * CPU, then sleep in growing steps rather than spin on waitpid.
+		 * Yield once, so that a thread on our CPU can run and stop;
+		 * poll while the budget lasts; then sleep in growing steps.
 		 */
-		if (++spins == 1) {
+		if (!spins) {
+			spins = 1;
 			sched_yield();
+		} else if (spins == 1 && now - start < spin) {
+			continue;
 		} else {
-			long step = spins < 8 ? 5000L << spins : 500000L;
+			long step = ++spins < 8 ? 5000L << spins : 500000L;
 			struct timespec ts = { 0, step };
 
 			if (spins % 16 == 0)
@@ -223,58 +273,158 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 	}
 }
 
+#define DENTS_SIZE 32768
+
+/* Open /proc/PID/<name> for reading, as a directory when dir is set. */
+static int open_proc(pid_t pid, const char *name, int dir)
+{
+	char path[48];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	return open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+}
+
+/*
+ * List the threads into p->tids through the kept /proc/PID/task.  procfs
+ * fills getdents64's buffer until the next entry does not fit, so a read
+ * that leaves room for the largest entry was the last one.
+ */
+static int list_tasks(struct rbp_pause *p)
+{
+	ssize_t got;
+
+	p->n_tids = 0;
+	if (p->task_fd < 0 && (p->task_fd = open_proc(p->pid, "task", 1)) < 0)
+		return rbp_proc_errno(errno);
+	if (!p->dents && !(p->dents = malloc(DENTS_SIZE)))
+		return RBP_ENOMEM;
+	if (lseek(p->task_fd, 0, SEEK_SET) < 0)
+		return rbp_proc_errno(errno);
+	do {
+		got = getdents64(p->task_fd, p->dents, DENTS_SIZE);
+		if (got < 0)
+			return errno == ENOENT ? RBP_ENOPROC : rbp_proc_errno(errno);
+		for (ssize_t off = 0; off < got;) {
+			struct dirent64 *de = (struct dirent64 *)(p->dents + off);
+			char *end;
+			long tid = strtol(de->d_name, &end, 10);
+
+			off += de->d_reclen;
+			if (*end || tid <= 0 || end == de->d_name)
+				continue;
+			if (rbp_grow(&p->tids, &p->cap_tids, p->n_tids + 1, sizeof(*p->tids)))
+				return RBP_ENOMEM;
+			p->tids[p->n_tids++] = (pid_t)tid;
+		}
+	} while (got > 0 && (size_t)got + 512 > DENTS_SIZE);
+	return p->n_tids ? RBP_OK : RBP_ENOPROC;   /* a zombie lists no tasks */
+}
+
+/* The process's thread count (/proc/PID/stat field 20); -1 when unknown. */
+static long thread_count(struct rbp_pause *p)
+{
+	char buf[1024], *s;
+	ssize_t n;
+
+	if (p->stat_fd < 0 && (p->stat_fd = open_proc(p->pid, "stat", 0)) < 0)
+		return -1;
+	n = pread(p->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (!(s = strrchr(buf, ')')))
+		return -1;
+	for (int field = 2; field < 20; field++)   /* ")" ends field 2 */
+		if (!(s = strchr(s + 1, ' ')))
+			return -1;
+	return strtol(s + 1, NULL, 10);
+}
+
 /* One round: hold every listed thread not yet held; *added counts them. */
 static int pause_round(struct rbp_pause *p, size_t *added)
 {
-	pid_t *tids;
-	size_t n;
-	int err = rbp_task_list(p->pid, &tids, &n);
+	int err = list_tasks(p);
 
 	*added = 0;
-	if (err)
-		return err;
-	for (size_t i = 0; i < n && !err; i++) {
-		if (held(p, tids[i]))
+	for (size_t i = 0; i < p->n_tids && !err; i++) {
+		if (held(p, p->tids[i]))
 			continue;
-		err = seize_one(p, tids[i]);
+		err = seize_one(p, p->tids[i]);
 		if (err == RBP_OK)
 			(*added)++;
 		else if (err == 1)
 			err = RBP_OK;
 	}
-	free(tids);
 	if (!err)
 		err = wait_stopped(p, PAUSE_TIMEOUT_NS);
+	return err;
+}
+
+int rbp_pause_open(pid_t pid, struct rbp_pause **out)
+{
+	struct rbp_pause *p;
+
+	*out = NULL;
+	if (pid <= 0 || pid == getpid())
+		return RBP_EINVAL;
+	if (!(p = calloc(1, sizeof(*p))))
+		return RBP_ENOMEM;
+	p->pid = pid;
+	p->task_fd = p->stat_fd = -1;
+	p->spin_ns = SPIN_START_NS;
+	*out = p;
+	return RBP_OK;
+}
+
+void rbp_pause_close(struct rbp_pause *p)
+{
+	if (!p)
+		return;
+	rbp_pause_release(p);
+	if (p->task_fd >= 0)
+		close(p->task_fd);
+	if (p->stat_fd >= 0)
+		close(p->stat_fd);
+	free(p->dents);
+	free(p->tids);
+	free(p->dead);
+	free(p->v);
+	free(p);
+}
+
+int rbp_pause_hold(struct rbp_pause *p)
+{
+	size_t added = 1;
+	int err = RBP_OK;
+
+	if (p->n)
+		return RBP_EINVAL;   /* already holding */
+	for (int round = 0; added && !err; round++) {
+		err = round < PAUSE_MAX_ROUNDS ? pause_round(p, &added) : RBP_EPTRACE;
+		/* every held thread stopped: none unheld when the count agrees */
+		if (!err && added && thread_count(p) == (long)p->n)
+			break;
+	}
+	if (!err && p->n == 0)
+		err = RBP_ENOPROC;
+	if (err) {
+		/* Threads still running cannot be detached: let them stop. */
+		wait_stopped(p, PAUSE_TIMEOUT_NS);
+		rbp_pause_release(p);
+	}
 	return err;
 }
 
 /* On success *out is owned by the caller, who must rbp_resume() it. */
 int rbp_pause(pid_t pid, struct rbp_pause **out)
 {
-	struct rbp_pause *p;
-	size_t added = 1;
-	int err = RBP_OK;
+	int err = rbp_pause_open(pid, out);
 
-	*out = NULL;
-	if (pid <= 0 || pid == getpid())
-		return RBP_EINVAL;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return RBP_ENOMEM;
-	p->pid = pid;
-	for (int round = 0; added && !err; round++)
-		err = round < PAUSE_MAX_ROUNDS ? pause_round(p, &added) :
-		      RBP_EPTRACE;
-	if (!err && p->n == 0)
-		err = RBP_ENOPROC;
-	if (err) {
-		/* Threads still running cannot be detached: let them stop. */
-		wait_stopped(p, PAUSE_TIMEOUT_NS);
-		rbp_resume(p);
-		return err;
+	if (!err && (err = rbp_pause_hold(*out))) {
+		rbp_pause_close(*out);
+		*out = NULL;
 	}
-	*out = p;
-	return RBP_OK;
+	return err;
 }
 
 /* Number of threads held by a successful pause. */
@@ -320,8 +470,8 @@ static void reap_dead(pid_t *dead, size_t n)
 	}
 }
 
-/* Detach every held thread, handing back any intercepted signal; frees p. */
-void rbp_resume(struct rbp_pause *p)
+/* Detach every held thread, handing back any intercepted signal. */
+void rbp_pause_release(struct rbp_pause *p)
 {
 	if (!p)
 		return;
@@ -329,8 +479,12 @@ void rbp_resume(struct rbp_pause *p)
 		if (ptrace(PTRACE_DETACH, p->v[i].tid, NULL, (void *)(long)p->v[i].sig) &&
 		    errno == ESRCH)
 			note_dead(p, p->v[i].tid);
+	p->n = 0;
 	reap_dead(p->dead, p->n_dead);
-	free(p->dead);
-	free(p->v);
-	free(p);
+	p->n_dead = 0;
+}
+
+void rbp_resume(struct rbp_pause *p)
+{
+	rbp_pause_close(p);
 }

@@ -14,8 +14,7 @@
 #include "proc/target.h"
 #include "util/err.h"
 
-/* Errno of a failed /proc access as an RBP code. */
-static int proc_errno(int e)
+int rbp_proc_errno(int e)
 {
 	if (e == ENOENT || e == ESRCH)
 		return RBP_ENOPROC;
@@ -97,7 +96,7 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 		return RBP_EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if (stat(path, &st))
-		return proc_errno(errno);
+		return rbp_proc_errno(errno);
 	/* a zombie has exited: it has no memory left to read */
 	struct rbp_task_info ti;
 	if (!rbp_task_info(pid, pid, &ti) && (ti.state == 'Z' || ti.state == 'X'))
@@ -193,7 +192,7 @@ int rbp_task_list(pid_t pid, pid_t **tids, size_t *n)
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	if (!d)
-		return proc_errno(errno);
+		return rbp_proc_errno(errno);
 	err = collect_tids(d, tids, n);
 	closedir(d);
 	if (!err && *n == 0) {  /* a zombie lists no tasks */
@@ -211,13 +210,13 @@ static int read_small(const char *path, char *buf, size_t size, size_t *len)
 	ssize_t n;
 
 	if (fd < 0)
-		return proc_errno(errno);
+		return rbp_proc_errno(errno);
 	do
 		n = read(fd, buf, size - 1);
 	while (n < 0 && errno == EINTR);
 	close(fd);
 	if (n < 0)
-		return proc_errno(errno);
+		return rbp_proc_errno(errno);
 	buf[n] = '\0';
 	*len = (size_t)n;
 	return RBP_OK;

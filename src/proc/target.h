@@ -86,6 +86,8 @@ int rbp_proc_parent(pid_t pid, pid_t *ppid, uint64_t *start);
 char *rbp_proc_cmdline(pid_t pid, char *buf, size_t n);
 /* The executable's path (readlink of /proc/PID/exe), "" when unreadable.  Returns buf. */
 char *rbp_proc_exe(pid_t pid, char *buf, size_t n);
+/* errno of a failed /proc access as an RBP code (RBP_ENOPROC, RBP_EPERM, ...). */
+int rbp_proc_errno(int e);
 
 /*
  * Pausing: stop every thread of a live process with PTRACE_SEIZE +
@@ -100,7 +102,16 @@ char *rbp_proc_exe(pid_t pid, char *buf, size_t n);
  */
 struct rbp_pause;
 int rbp_pause(pid_t pid, struct rbp_pause **out);
-void rbp_resume(struct rbp_pause *p);  /* NULL-safe */
+void rbp_resume(struct rbp_pause *p);  /* NULL-safe; frees p */
+/*
+ * The same, reusable: a pause opened once per process keeps its /proc
+ * files open between holds, for a sampler's loop.  hold() fails with
+ * RBP_EINVAL while already holding; close() releases first.
+ */
+int rbp_pause_open(pid_t pid, struct rbp_pause **out);
+int rbp_pause_hold(struct rbp_pause *p);
+void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */
+void rbp_pause_close(struct rbp_pause *p);    /* NULL-safe */
 /* Number of threads a pause holds stopped (0 for NULL). */
 size_t rbp_pause_nthreads(const struct rbp_pause *p);
 /*

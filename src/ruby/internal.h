@@ -52,6 +52,7 @@ struct rbp_vm {
 	uint64_t vm_addr;               /* rb_vm_t */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
 	uint64_t objspace_addr;         /* rb_objspace, 0 until first read (gc.c) */
+	struct rbp_pause *pause;        /* reused by every rv_pause(), NULL until the first */
 
 	/* caches keyed by remote address; see the .c files for value encodings */
 	struct rbp_hmap id_names;       /* ID -> const char * */

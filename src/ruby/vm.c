@@ -31,6 +31,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 {
 	if (!vm)
 		return;
+	rbp_pause_close(vm->pause);
 	rbp_elf_close(vm->elf);
 	rbp_elf_close(vm->debug_elf);
 	rbp_hmap_clear(&vm->id_names);
@@ -81,14 +82,20 @@ int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old)
 	sigaddset(&hold, SIGHUP);
 	sigaddset(&hold, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &hold, old);
-	if ((err = rbp_pause(vm->t->pid, pause)))
+	*pause = NULL;
+	if (!vm->pause && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
+		goto out;
+	if (!(err = rbp_pause_hold(vm->pause)))
+		*pause = vm->pause;
+out:
+	if (err)
 		sigprocmask(SIG_SETMASK, old, NULL);
 	return err;
 }
 
 void rv_resume(struct rbp_pause *pause, const sigset_t *old)
 {
-	rbp_resume(pause);
+	rbp_pause_release(pause);
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 

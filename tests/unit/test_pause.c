@@ -38,7 +38,23 @@ static void *quick(void *arg)
 	return arg;
 }
 
-/* Child body: NSPIN spinning threads, or (churn) endless short-lived ones. */
+static volatile int lingering;
+
+/* A thread that lives a few milliseconds, asleep: caught or missed, it shows. */
+static void *linger(void *arg)
+{
+	struct timespec ts = { 0, 3000000 };
+
+	nanosleep(&ts, NULL);
+	__atomic_sub_fetch(&lingering, 1, __ATOMIC_SEQ_CST);
+	return arg;
+}
+
+/*
+ * Child body: NSPIN spinning threads, and then (churn 1) endless
+ * short-lived threads, or (churn 2) threads that live 3 ms, up to 64 at
+ * a time, started as fast as possible.
+ */
 static void child(int fd, int churn)
 {
 	pthread_t th;
@@ -54,6 +70,19 @@ static void child(int fd, int churn)
 	for (;;) {
 		if (!churn) {
 			pause();
+			continue;
+		}
+		if (churn == 2) {
+			pthread_attr_t a;
+
+			if (lingering >= 64)
+				continue;
+			pthread_attr_init(&a);
+			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+			__atomic_add_fetch(&lingering, 1, __ATOMIC_SEQ_CST);
+			if (pthread_create(&th, &a, linger, NULL))
+				__atomic_sub_fetch(&lingering, 1, __ATOMIC_SEQ_CST);
+			pthread_attr_destroy(&a);
 			continue;
 		}
 		if (pthread_create(&th, NULL, quick, NULL) == 0)
@@ -258,24 +287,36 @@ static void test_tracer_killed(pid_t pid)
 	rbp_reader_close(r);
 }
 
-static void test_churn(void)
+/*
+ * Held the way a sampler holds: one pause opened once, held and released
+ * per sample.  A hold ends on the thread count (/proc/PID/stat) when it
+ * agrees, so threads created and gone meanwhile must never slip through.
+ */
+static void test_churn(int kind)
 {
-	pid_t pid = spawn(1);
+	pid_t pid = spawn(kind);
+	struct rbp_pause *p = NULL;
 	size_t total;
 
-	TEST("pause while threads come and go") {
+	TEST(kind == 1 ? "pause while threads come and go" :
+		 "pause while threads that live 3 ms start as fast as they can") {
 		CHECK(pid > 0);
-		for (int i = 0; i < 30; i++) {
-			struct rbp_pause *p;
+		CHECK_EQ_INT(rbp_pause_open(pid, &p), RBP_OK);
+		for (int i = 0; i < 600; i++) {
 			size_t stopped;
 
-			CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+			CHECK_EQ_INT(rbp_pause_hold(p), RBP_OK);
 			stopped = count_state(pid, 't', &total);
 			CHECK(stopped == total && total >= NSPIN + 1);
 			CHECK_EQ_INT(rbp_pause_nthreads(p), total);
-			rbp_resume(p);
-			sleep_ms(2);
+			if (i == 0)
+				CHECK_EQ_INT(rbp_pause_hold(p), RBP_EINVAL);
+			rbp_pause_release(p);
+			CHECK_EQ_INT(rbp_pause_nthreads(p), 0);
+			if (i % 20 == 0)
+				sleep_ms(2);
 		}
+		rbp_pause_close(p);
 		sleep_ms(20);
 		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
 	}
@@ -320,25 +361,35 @@ static void test_new_thread_between(void)
 	size_t total;
 
 	TEST("a thread created since the last pause is held by the next") {
+		struct rbp_pause *p = NULL;
+
 		CHECK(pid > 0);
+		CHECK_EQ_INT(rbp_pause_open(pid, &p), RBP_OK);
 		for (int i = 0; i < 5; i++) {
-			struct rbp_pause *p;
 			char c = 'x';
 
-			CHECK_EQ_INT(rbp_pause(pid, &p), RBP_OK);
+			CHECK_EQ_INT(rbp_pause_hold(p), RBP_OK);
 			CHECK_EQ_INT(rbp_pause_nthreads(p), (size_t)i + 1);
 			CHECK_EQ_INT(count_state(pid, 't', &total), (size_t)i + 1);
 			CHECK_EQ_INT(total, (size_t)i + 1);
-			rbp_resume(p);
+			rbp_pause_release(p);
 			/* one more thread, then wait until it shows */
 			CHECK(write(cmd, &c, 1) == 1);
 			for (int w = 0; w < 2000 && (count_state(pid, 't', &total), total) < (size_t)i + 2; w++)
 				sleep_ms(1);
 		}
+		close(cmd);
+		cmd = -1;
+		/* the process exits: the kept /proc files must say so */
+		for (int w = 0; w < 2000 && !kill(pid, 0) && waitpid(pid, NULL, WNOHANG) == 0; w++)
+			sleep_ms(1);
+		CHECK_EQ_INT(rbp_pause_hold(p), RBP_ENOPROC);
+		rbp_pause_close(p);
 		sleep_ms(20);
 		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
 	}
-	close(cmd);
+	if (cmd >= 0)
+		close(cmd);
 	reap(pid);
 }
 
@@ -375,7 +426,8 @@ int main(void)
 	test_pause_resume(pid);
 	test_tracer_killed(pid);
 	test_stopped_target(pid);
-	test_churn();
+	test_churn(1);
+	test_churn(2);
 	test_new_thread_between();
 	TEST("bad pids") {
 		CHECK_EQ_INT(rbp_pause(getpid(), &p), RBP_EINVAL);
