@@ -59,28 +59,53 @@ int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out)
 	return objspace(vm, out);
 }
 
+/* Bytes of rb_objspace's head holding flags.mode and flags.during_gc; 0: unknown. */
+static size_t flags_len(const struct rbp_layout *L)
+{
+	int16_t end = L->gc_mode.off + L->gc_mode.size;
+
+	if (L->gc_during_gc.off + L->gc_during_gc.size > end)
+		end = L->gc_during_gc.off + L->gc_during_gc.size;
+	if (L->gc_mode.off < 0 || L->gc_during_gc.off < 0 || end > RV_GC_FLAGS_MAX)
+		return 0;
+	return (size_t)end;
+}
+
+static enum rbp_gc_phase decode_phase(const struct rbp_layout *L, const uint8_t *flags)
+{
+	if (!rv_bitfield(flags, &L->gc_during_gc))
+		return RBP_GC_NONE;
+	unsigned mode = (unsigned)rv_bitfield(flags, &L->gc_mode);
+	return mode == L->gc_mode_marking ? RBP_GC_MARKING :
+	       mode == L->gc_mode_sweeping ? RBP_GC_SWEEPING :
+	       mode == L->gc_mode_compacting ? RBP_GC_COMPACTING : RBP_GC_RUNNING;
+}
+
 int rbp_vm_gc_phase(struct rbp_vm *vm, enum rbp_gc_phase *out)
 {
-	const struct rbp_layout *L = vm->L;
-	uint8_t flags[64];
+	uint8_t flags[RV_GC_FLAGS_MAX];
+	size_t len = flags_len(vm->L);
 	uint64_t os;
 	int err;
 
 	*out = RBP_GC_NONE;
-	int16_t end = L->gc_mode.off + L->gc_mode.size;
-	if (L->gc_during_gc.off + L->gc_during_gc.size > end)
-		end = L->gc_during_gc.off + L->gc_during_gc.size;
-	if (L->gc_mode.off < 0 || L->gc_during_gc.off < 0 || end > (int16_t)sizeof(flags))
+	if (!len)
 		return RBP_ENOSYM;
-	if ((err = objspace(vm, &os)) || (err = rv_read(vm, os, flags, (size_t)end)))
+	if ((err = objspace(vm, &os)) || (err = rv_read(vm, os, flags, len)))
 		return err;
-	if (!rv_bitfield(flags, &L->gc_during_gc))
-		return RBP_OK;
-	unsigned mode = (unsigned)rv_bitfield(flags, &L->gc_mode);
-	*out = mode == L->gc_mode_marking ? RBP_GC_MARKING :
-	       mode == L->gc_mode_sweeping ? RBP_GC_SWEEPING :
-	       mode == L->gc_mode_compacting ? RBP_GC_COMPACTING : RBP_GC_RUNNING;
+	*out = decode_phase(vm->L, flags);
 	return RBP_OK;
+}
+
+int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req)
+{
+	size_t len = flags_len(vm->L);
+
+	vm->gc_flags_read = 0;
+	if (!len || !vm->objspace_addr)
+		return 0;
+	*req = (struct rbp_read_req){ vm->objspace_addr, vm->gc_flags, len, 0 };
+	return 1;
 }
 
 const char *rbp_gc_label(enum rbp_gc_phase phase)
@@ -107,7 +132,14 @@ void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s)
 
 	for (size_t i = 0; i < s->n_threads; i++)
 		s->threads[i].gc = RBP_GC_NONE;
-	if (!s->n_threads || rbp_vm_gc_phase(vm, &phase) || phase == RBP_GC_NONE)
+	int read = vm->gc_flags_read;
+
+	vm->gc_flags_read = 0;
+	if (read == 1)   /* read with the threads (rv_gc_flags_req) */
+		phase = decode_phase(vm->L, vm->gc_flags);
+	else if (read == 2 || rbp_vm_gc_phase(vm, &phase))
+		return;
+	if (!s->n_threads || phase == RBP_GC_NONE)
 		return;
 	for (size_t i = 0; i < s->n_threads; i++) {
 		if (s->threads[i].has_gvl) {

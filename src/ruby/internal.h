@@ -23,6 +23,7 @@
 #define RV_MAX_STRING 4096         /* longest label/path/name we read */
 #define RV_MAX_THREADS 100000      /* sanity bound on a thread list */
 #define RV_MAX_FRAMES 1000000      /* sanity bound on one stack */
+#define RV_GC_FLAGS_MAX 64         /* bytes of rb_objspace's head we read for its flags */
 
 /* What we keep about an iseq (keyed by its address). */
 struct rv_iseq {
@@ -52,6 +53,8 @@ struct rbp_vm {
 	uint64_t vm_addr;               /* rb_vm_t */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
 	uint64_t objspace_addr;         /* rb_objspace, 0 until first read (gc.c) */
+	uint8_t gc_flags[RV_GC_FLAGS_MAX]; /* its flags, read with a sample's threads: */
+	int gc_flags_read;              /* 1 read, 2 the read failed, 0 not read (gc.c) */
 	struct rbp_pause *pause;        /* reused by every rv_pause(), NULL until the first */
 
 	/* caches keyed by remote address; see the .c files for value encodings */
@@ -79,8 +82,11 @@ struct rbp_vm {
 	size_t stk_cap;
 	const uint8_t *stk_cur;         /* the copy of the thread being walked ... */
 	uint64_t stk_lo, stk_hi;        /* ... and its address range, [lo, hi) */
-	struct rbp_hmap env_words;      /* environment words copied with the frames being
-					 * decoded (rbp_vm_decode_frames): address -> word */
+	struct rbp_hmap env_words;      /* environment words read with the frames: of those
+					 * decoded (rbp_vm_decode_frames), or of environments
+					 * off the VM stack (walk.c): address -> word */
+	uint64_t *henv;                 /* a sample's off-stack environments: ep, 3 words each */
+	size_t henv_n, henv_cap;
 
 	struct rbp_vm_stats stats;
 };
@@ -134,8 +140,14 @@ int rv_iseq_line(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
 		 uint64_t pc, int32_t *line);
 
 /* ---- the collector (gc.c) ------------------------------------------ */
-/* Set rbp_thread.gc on the thread running the collector, if it runs. */
+/*
+ * Set rbp_thread.gc on the thread running the collector, if it runs: from
+ * the flags read with the threads when rv_gc_flags_req() gave a request
+ * (vm->gc_flags_read says how it went), else by a read of its own.
+ */
 void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s);
+/* A read of the collector's flags to batch with others: 1 when *req is set. */
+int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req);
 
 /* ---- pausing (vm.c) ------------------------------------------------- */
 /*

@@ -48,6 +48,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	free(vm->reqs);
 	free(vm->cfp_buf);
 	free(vm->stk_buf);
+	free(vm->henv);
 	free(vm);
 }
 

@@ -516,24 +516,55 @@ static int locate_frames(struct rbp_vm *vm, struct rv_wthread *w)
 	return RBP_OK;
 }
 
-/* Batch 3 itself: the stack copies sized by read_frames() below. */
+#define MAX_OFF_STACK_ENVS 4096   /* per sample; more are read one word at a time */
+
+/*
+ * Frames whose environment is not in the VM stack copy (a block's or
+ * method's environment moved to the heap when a Proc or binding captured
+ * it): note each ep, for batch 3 to read its three words (ep[-2..0]).
+ */
+static int off_stack_envs(struct rbp_vm *vm, const struct rv_wthread *w)
+{
+	const struct rbp_layout *L = vm->L;
+
+	for (size_t i = 0; i < w->n_cfp && vm->henv_n < MAX_OFF_STACK_ENVS; i++) {
+		uint64_t ep = rv_u64(vm->cfp_buf + w->cfp_off + i * L->cfp_size, L->cfp_ep);
+		if (ep < 4096 || (ep & 7) || (ep - 16 >= w->stk_lo && ep + 8 <= w->stk_hi))
+			continue;
+		if (rbp_grow(&vm->henv, &vm->henv_cap, 4 * (vm->henv_n + 1), sizeof(*vm->henv)))
+			return RBP_ENOMEM;
+		vm->henv[4 * vm->henv_n++] = ep;
+	}
+	return RBP_OK;
+}
+
+/* Batch 3 itself: the stack copies sized by read_frames() below, and off-stack envs. */
 static int read_stacks_copy(struct rbp_vm *vm, size_t n, struct rv_wthread *w, size_t total)
 {
 	size_t k = 0;
 	int err;
 
-	if ((err = rbp_grow(&vm->stk_buf, &vm->stk_cap, total + 1, 1)))
+	if ((err = rbp_grow(&vm->stk_buf, &vm->stk_cap, total + 1, 1)) ||
+	    (err = reqs_for(vm, n + vm->henv_n)))
 		return err;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
 			vm->reqs[k++] = (struct rbp_read_req){ w[i].stk_lo, vm->stk_buf + w[i].stk_off,
 							       w[i].stk_hi - w[i].stk_lo, 0 };
-	rv_readv(vm, vm->reqs, k);
+	for (size_t j = 0; j < vm->henv_n; j++)
+		vm->reqs[k + j] = (struct rbp_read_req){ vm->henv[4 * j] - 16, &vm->henv[4 * j + 1],
+							 24, 0 };
+	rv_readv(vm, vm->reqs, k + vm->henv_n);
 	k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
 			w[i].err = vm->reqs[k++].err;
-	return RBP_OK;
+	for (size_t j = 0; j < vm->henv_n && !err; j++) {
+		const uint64_t *e = &vm->henv[4 * j];
+		for (int m = 0; m < 3 && !vm->reqs[k + j].err && !err; m++)
+			err = rbp_hmap_put(&vm->env_words, e[0] - 16 + 8 * (uint64_t)m, e[1 + m]);
+	}
+	return err;
 }
 
 /*
@@ -546,6 +577,9 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 	const struct rbp_layout *L = vm->L;
 	size_t total = 0, k = 0;
 	int err;
+
+	vm->henv_n = 0;
+	rbp_hmap_reset(&vm->env_words);
 
 	for (size_t i = 0; i < n; i++) {
 		if (!w[i].err && !w[i].skip)
@@ -578,6 +612,8 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 			w[i].stk_lo = w[i].stk_hi = 0;   /* read word by word */
 		w[i].stk_off = total;
 		total += w[i].stk_hi - w[i].stk_lo;
+		if ((err = off_stack_envs(vm, &w[i])))
+			return err;
 	}
 	return read_stacks_copy(vm, n, w, total);
 }
@@ -599,6 +635,50 @@ static int walk_thread(struct rbp_vm *vm, const struct rv_wthread *w, struct rbp
 }
 
 /*
+ * Where the threads are, in two batched reads: the VM's words (main
+ * thread, main ractor -- or, before ractors, the GVL owner and the thread
+ * list), then the ractor's (GVL owner, thread list) with the main thread
+ * itself (span bytes into vm->thr_buf) and the collector's flags
+ * (rv_gc_flags_req).  *head is the list head's address, *node its first
+ * link; *main_err: the main thread's own read failed.
+ */
+static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint64_t *gvl_owner,
+			uint64_t *head, uint64_t *node, int *main_err)
+{
+	const struct rbp_layout *L = vm->L;
+	int ractor = L->vm_main_ractor >= 0;
+	uint64_t holder = 0;
+	struct rbp_read_req a[3] = {
+		{ vm->vm_addr + L->vm_main_thread, main_th, 8, 0 },
+		{ vm->vm_addr + (ractor ? L->vm_main_ractor : L->vm_gvl_owner),
+		  ractor ? &holder : gvl_owner, 8, 0 },
+		{ vm->vm_addr + L->vm_living_threads, node, 8, 0 },
+	}, b[4];
+	size_t k = 0;
+	int err;
+
+	*head = vm->vm_addr + L->vm_living_threads;
+	rv_readv(vm, a, ractor ? 2 : 3);
+	for (size_t i = 0; i < (ractor ? 2u : 3u); i++)
+		if (a[i].err)
+			return a[i].err;
+	if ((err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
+		return err;
+	if (ractor) {
+		*head = holder + L->ractor_threads_set;
+		b[k++] = (struct rbp_read_req){ holder + L->ractor_gvl_owner, gvl_owner, 8, 0 };
+		b[k++] = (struct rbp_read_req){ *head, node, 8, 0 };
+	}
+	b[k++] = (struct rbp_read_req){ *main_th, vm->thr_buf, span, 0 };
+	size_t gc = rv_gc_flags_req(vm, &b[k]) ? k++ : 0;
+	rv_readv(vm, b, k);
+	if (gc)
+		vm->gc_flags_read = b[gc].err ? 2 : 1;
+	*main_err = b[ractor ? 2 : 0].err;
+	return ractor ? (b[0].err ? b[0].err : b[1].err) : RBP_OK;
+}
+
+/*
  * Addresses of all threads, main thread first, with a copy of each
  * rb_thread_t (span bytes) in vm->thr_buf: the list is walked by reading
  * each thread whole, its list node inside, so each thread costs one read.
@@ -608,27 +688,15 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
 		       uint64_t *main_th, uint64_t *gvl_owner, int *main_err)
 {
 	const struct rbp_layout *L = vm->L;
-	uint64_t head, node, holder;
+	uint64_t head, node;
 	size_t cap = 0;
 	int err;
 
 	*n = 0;
-	if ((err = rv_word(vm, vm->vm_addr + L->vm_main_thread, main_th)))
-		return err;
-	if (L->vm_main_ractor >= 0) {
-		if ((err = rv_word(vm, vm->vm_addr + L->vm_main_ractor, &holder)))
-			return err;
-		head = holder + L->ractor_threads_set;
-		err = rv_word(vm, holder + L->ractor_gvl_owner, gvl_owner);
-	} else {
-		head = vm->vm_addr + L->vm_living_threads;
-		err = rv_word(vm, vm->vm_addr + L->vm_gvl_owner, gvl_owner);
-	}
-	if (err || (err = rv_word(vm, head, &node)) || (err = rbp_grow(ths, &cap, 1, sizeof(**ths))) ||
-	    (err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
+	if ((err = thread_roots(vm, span, main_th, gvl_owner, &head, &node, main_err)) ||
+	    (err = rbp_grow(ths, &cap, 1, sizeof(**ths))))
 		return err;
 	(*ths)[(*n)++] = *main_th;
-	*main_err = rv_read(vm, *main_th, vm->thr_buf, span);
 	/* a corrupt list may loop: a thread seen twice ends it */
 	struct rbp_hmap seen = { 0 };
 	int main_seen = 0;
@@ -732,6 +800,7 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct 
 	}
 	rv_gc_mark_threads(vm, out);
 done:
+	rbp_hmap_reset(&vm->env_words);
 	free(w);
 	free(ths);
 	return err;

@@ -1,6 +1,7 @@
 #include "util/hmap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/err.h"
 
@@ -69,6 +70,13 @@ int rbp_hmap_put(struct rbp_hmap *m, uint64_t key, uint64_t val)
 	m->keys[i] = key;
 	m->vals[i] = val;
 	return RBP_OK;
+}
+
+void rbp_hmap_reset(struct rbp_hmap *m)
+{
+	if (m->len)
+		memset(m->keys, 0, m->cap * sizeof(*m->keys));
+	m->len = 0;
 }
 
 void rbp_hmap_clear(struct rbp_hmap *m)

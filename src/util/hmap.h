@@ -27,6 +27,7 @@ int rbp_hmap_get(const struct rbp_hmap *m, uint64_t key, uint64_t *val);
 /* Insert or overwrite; RBP_ENOMEM on allocation failure, RBP_EINVAL for key 0. */
 int rbp_hmap_put(struct rbp_hmap *m, uint64_t key, uint64_t val);
 void rbp_hmap_clear(struct rbp_hmap *m);  /* frees memory, map is empty again */
+void rbp_hmap_reset(struct rbp_hmap *m);  /* empty again, keeping its memory */
 
 /* A good 64-bit mix for combining two keys (e.g. iseq and pc). */
 static inline uint64_t rbp_mix64(uint64_t a, uint64_t b)
