@@ -1,12 +1,14 @@
 /*
  * bench_walk.c - the CPU cost of one sample, without the sampler's timer:
  * attach to a live Ruby process and read every thread's stack N times in a
- * row (paused around each read unless --nonblocking), the way record does
- * on each tick.  Prints CPU microseconds per sample (this thread's user +
- * system time, CLOCK_THREAD_CPUTIME_ID), reads (system calls into the
- * target's memory) per sample, and the frames seen.
+ * row, the way record does on each tick: with the GVL's holder stopped
+ * around each read (record's default), every thread stopped (--all: what
+ * top, --on-cpu and --native do), or none (--nonblocking).  Prints CPU
+ * microseconds per sample (this thread's user + system time,
+ * CLOCK_THREAD_CPUTIME_ID), reads (system calls into the target's memory)
+ * per sample, and the frames seen.
  *
- *   build/bench_walk PID N [--nonblocking]
+ *   build/bench_walk PID N [--nonblocking | --all]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +32,14 @@ int main(int argc, char **argv)
 	struct rbp_vm *vm;
 	struct rbp_stacks st = { 0 };
 	struct rbp_vm_stats s0, s1;
-	int err, nonblocking = argc > 3 && !strcmp(argv[3], "--nonblocking");
+	int err;
+	enum rbp_pause_mode mode = argc <= 3 ? RBP_PAUSE_GVL :
+				   !strcmp(argv[3], "--nonblocking") ? RBP_PAUSE_NONE :
+				   !strcmp(argv[3], "--all") ? RBP_PAUSE_ALL : (enum rbp_pause_mode)-1;
 	long n = argc > 2 ? atol(argv[2]) : 0;
 
-	if (n <= 0) {
-		fprintf(stderr, "usage: bench_walk PID N [--nonblocking]\n");
+	if (n <= 0 || (int)mode < 0) {
+		fprintf(stderr, "usage: bench_walk PID N [--nonblocking | --all]\n");
 		return 2;
 	}
 	if ((err = rbp_target_open_pid(atoi(argv[1]), &t)) || (err = rbp_vm_attach(t, NULL, &vm))) {
@@ -43,12 +48,12 @@ int main(int argc, char **argv)
 	}
 	/* warm the caches (labels, lines) as a recording does after its first ticks */
 	for (int i = 0; i < 20; i++)
-		rbp_vm_read_stacks_paused(vm, nonblocking, &st);
+		rbp_vm_read_stacks_paused(vm, mode, &st);
 	rbp_vm_stats(vm, &s0);
 	double c0 = cpu_now();
 	long fails = 0;
 	for (long i = 0; i < n; i++)
-		fails += rbp_vm_read_stacks_paused(vm, nonblocking, &st) != 0;
+		fails += rbp_vm_read_stacks_paused(vm, mode, &st) != 0;
 	double c1 = cpu_now();
 	rbp_vm_stats(vm, &s1);
 	printf("%.1f us/sample, %.1f reads/sample, %zu threads, %zu frames, %ld failed\n",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/sampling.sh - out-of-process sampling cost, measured on real Ruby
 # targets: CPU time per sample at stack depths 10, 100 and 1,000 with 1, 10
-# and 100 threads (blocking and --nonblocking, build/bench_walk), the
+# and 100 threads (blocking: the GVL holder stopped, as record does, or
+# every thread, as top does; and --nonblocking; build/bench_walk), the
 # highest rate sustained with under 1 % late ticks (default scheduling, then
 # --no-realtime; bench/late_ticks.sh tells why ticks are late), and rbpeek's own CPU
 # share and memory over an hour's worth of 100 Hz samples.  CPU time comes
@@ -55,8 +56,8 @@ walk_us() {   # pid n flags... -> "us reads"
 	echo "${best:-?} ${reads:-?}"
 }
 
-echo "== CPU per sample (us; every thread's stack, best of 3)"
-printf "%-7s %-8s %12s %12s %14s\n" depth threads blocking nonblocking "reads/sample"
+echo "== CPU per sample (us; every thread's stack, best of 3; blocking: GVL holder stopped / all stopped)"
+printf "%-7s %-8s %12s %12s %12s %14s\n" depth threads blocking all-stopped nonblocking "reads/sample"
 for depth in 10 100 1000; do
 	for threads in 1 10 100; do
 		pid=$(start_target "$depth" "$threads")
@@ -64,8 +65,9 @@ for depth in 10 100 1000; do
 		((n > 2000)) && n=2000
 		((n < 20)) && n=20
 		read -r b _ < <(walk_us "$pid" "$n")
+		read -r all _ < <(walk_us "$pid" "$n" --all)
 		read -r nb reads < <(walk_us "$pid" "$n" --nonblocking)
-		printf "%-7s %-8s %12s %12s %14s\n" "$depth" "$threads" "$b" "$nb" "$reads"
+		printf "%-7s %-8s %12s %12s %12s %14s\n" "$depth" "$threads" "$b" "$all" "$nb" "$reads"
 		kill "$pid"
 	done
 done

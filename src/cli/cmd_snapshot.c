@@ -238,7 +238,7 @@ static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapsh
 	if (o->native && !(err = rbp_native_open(t, &nat)))
 		err = rbp_vm_read_stacks_native(vm, nat, &s);
 	else if (!o->native)
-		err = rbp_vm_read_stacks_paused(vm, o->nonblocking, &s);
+		err = rbp_vm_read_stacks_paused(vm, o->nonblocking ? RBP_PAUSE_NONE : RBP_PAUSE_ALL, &s);
 	if (!err && !(os = calloc(s.n_threads + 1, sizeof(*os))))
 		err = RBP_ENOMEM;
 	if (!err) {

@@ -600,8 +600,9 @@ int cmd_top(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* every thread paused: the on-CPU share needs each one's state */
 	so = (struct rbp_sampler_opts){ .rate_hz = o.rate, .nonblocking = (uint8_t)o.nonblocking,
-		.duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
+		.pause_all = 1, .duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
 		.progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = nat, .ctx = &v };
 	v.tty = !term_enter();
 	if (v.tty)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -409,6 +410,28 @@ int rbp_pause_hold(struct rbp_pause *p)
 		err = RBP_ENOPROC;
 	if (err) {
 		/* Threads still running cannot be detached: let them stop. */
+		wait_stopped(p, PAUSE_TIMEOUT_NS);
+		rbp_pause_release(p);
+	}
+	return err;
+}
+
+int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
+{
+	int err = RBP_OK;
+
+	if (p->n)
+		return RBP_EINVAL;   /* already holding */
+	for (size_t i = 0; i < n && !err; i++) {
+		/* a thread of this process still?  its tid may be reused */
+		if (syscall(SYS_tgkill, p->pid, tids[i], 0))
+			continue;
+		if ((err = seize_one(p, tids[i])) == 1)
+			err = RBP_OK;
+	}
+	if (!err)
+		err = wait_stopped(p, PAUSE_TIMEOUT_NS);
+	if (err) {
 		wait_stopped(p, PAUSE_TIMEOUT_NS);
 		rbp_pause_release(p);
 	}

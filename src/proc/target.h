@@ -110,6 +110,11 @@ void rbp_resume(struct rbp_pause *p);  /* NULL-safe; frees p */
  */
 int rbp_pause_open(pid_t pid, struct rbp_pause **out);
 int rbp_pause_hold(struct rbp_pause *p);
+/*
+ * Hold only these threads of the process (those that are gone, or belong
+ * to another process now, are skipped: rbp_pause_nthreads() tells).
+ */
+int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n);
 void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */
 void rbp_pause_close(struct rbp_pause *p);    /* NULL-safe */
 /* Number of threads a pause holds stopped (0 for NULL). */

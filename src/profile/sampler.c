@@ -171,7 +171,9 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
 		read_states(l);
 	err = l->native ? rbp_vm_read_stacks_native(l->vm, l->native, &l->stacks) :
-	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking, &l->stacks);
+	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking ? RBP_PAUSE_NONE :
+					l->o->on_cpu || l->o->pause_all ? RBP_PAUSE_ALL :
+					RBP_PAUSE_GVL, &l->stacks);
 	if (err)
 		return err;
 	for (size_t i = 0; i < l->stacks.n_threads; i++) {

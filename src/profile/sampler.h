@@ -68,6 +68,9 @@ struct rbp_sampler_opts {
 	uint8_t threads_as_roots; /* put a "thread TID (name)" frame at each stack's root */
 	uint8_t by_function;      /* lines become the function's first line */
 	uint8_t nonblocking;      /* never pause the target */
+	/* pause every thread, not only the GVL's holder (RBP_PAUSE_ALL): what
+	 * each thread was doing (running, blocked) is then known for all */
+	uint8_t pause_all;
 	uint8_t no_gc;            /* no "(GC: ...)" frame on the thread running the collector */
 	uint8_t realtime;         /* try SCHED_FIFO for the loop's thread (see above) */
 	/* --native: unwind native stacks with this and merge them (never

@@ -241,7 +241,7 @@ int rbp_vm_read_heap(struct rbp_vm *vm, struct rbp_heap *out)
 
 	rbp_heap_free(out);
 	uint64_t t0 = mono_ns();
-	err = vm->t->is_core ? RBP_OK : rv_pause(vm, &pause, &old);
+	err = vm->t->is_core ? RBP_OK : rv_pause(vm, NULL, 0, &pause, &old);
 	if (!err) {
 		err = count_pages(&c);
 		if (!vm->t->is_core)

@@ -206,7 +206,7 @@ static int read_paused(struct rbp_vm *vm, struct rbp_native *nat, struct rbp_sta
 	sigset_t old;
 	int err;
 
-	if ((err = rv_pause(vm, &pause, &old)))
+	if ((err = rv_pause(vm, NULL, 0, &pause, &old)))
 		return err;
 	err = rbp_vm_read_stacks(vm, out);
 	for (size_t i = 0; !err && i < out->n_threads; i++)

@@ -72,7 +72,8 @@ void rbp_stacks_free(struct rbp_stacks *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old)
+int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **pause,
+	     sigset_t *old)
 {
 	sigset_t hold;
 	int err;
@@ -86,7 +87,7 @@ int rv_pause(struct rbp_vm *vm, struct rbp_pause **pause, sigset_t *old)
 	*pause = NULL;
 	if (!vm->pause && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
 		goto out;
-	if (!(err = rbp_pause_hold(vm->pause)))
+	if (!(err = tids ? rbp_pause_hold_tids(vm->pause, tids, n) : rbp_pause_hold(vm->pause)))
 		*pause = vm->pause;
 out:
 	if (err)
@@ -100,17 +101,64 @@ void rv_resume(struct rbp_pause *pause, const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
-int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out)
+/* The tid of the thread a read found holding the GVL; 0 when none. */
+static pid_t gvl_holder(const struct rbp_stacks *s)
+{
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].has_gvl)
+			return s->threads[i].tid;
+	return 0;
+}
+
+/*
+ * Read with only the GVL holder stopped: Ruby code runs, and a thread's
+ * VM stack changes, only under the GVL, so while its holder is stopped
+ * no Ruby stack can change.  The holder is guessed from the last read
+ * and confirmed by this one (the VM names the GVL's owner); a wrong guess
+ * is retried once with the owner just read.  1 when no thread holds the
+ * GVL (or the guesses failed): the caller stops every thread instead, as
+ * a thread could take the free GVL during the read.
+ */
+static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
+{
+	for (int attempt = 0; attempt < 2 && vm->gvl_tid > 0; attempt++) {
+		struct rbp_pause *pause = NULL;
+		pid_t tid = vm->gvl_tid;
+		sigset_t old;
+		int err;
+
+		if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
+			return err;
+		if (!rbp_pause_nthreads(pause)) {
+			rv_resume(pause, &old);
+			vm->gvl_tid = 0;   /* gone */
+			break;
+		}
+		err = rbp_vm_read_stacks(vm, out);
+		vm->gvl_tid = err ? 0 : gvl_holder(out);
+		for (size_t i = 0; !err && i < out->n_threads; i++)
+			out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
+		rv_resume(pause, &old);
+		if (err || vm->gvl_tid == tid)
+			return err;
+	}
+	return 1;
+}
+
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)
 {
 	struct rbp_pause *pause = NULL;
 	sigset_t old;
 	int err;
 
-	if (nonblocking || vm->t->is_core)
+	if (mode == RBP_PAUSE_NONE || vm->t->is_core)
 		return rbp_vm_read_stacks(vm, out);
-	if ((err = rv_pause(vm, &pause, &old)))
+	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1)
+		return err;
+	if ((err = rv_pause(vm, NULL, 0, &pause, &old)))
 		return err;
 	err = rbp_vm_read_stacks(vm, out);
+	vm->gvl_tid = err ? 0 : gvl_holder(out);
 	for (size_t i = 0; !err && i < out->n_threads; i++)
 		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
 	rv_resume(pause, &old);

@@ -155,12 +155,23 @@ void rbp_vm_framecap_layout(const struct rbp_vm *vm, struct rbp_framecap_layout 
 
 /*
  * rbp_vm_read_stacks() with the target paused around the read (ptrace
- * SEIZE + INTERRUPT of every thread, see proc/target.h) unless nonblocking
- * or the target is a core file.  SIGINT, SIGTERM, SIGHUP and SIGQUIT are
- * held while the target is paused and delivered after it runs again, so
- * Ctrl-C can never leave it stopped.
+ * SEIZE + INTERRUPT, see proc/target.h), unless the target is a core
+ * file.  SIGINT, SIGTERM, SIGHUP and SIGQUIT are held while the target is
+ * paused and delivered after it runs again, so Ctrl-C can never leave it
+ * stopped.  rbp_thread.running is known (not -1) for the threads stopped.
  */
-int rbp_vm_read_stacks_paused(struct rbp_vm *vm, int nonblocking, struct rbp_stacks *out);
+enum rbp_pause_mode {
+	RBP_PAUSE_NONE,   /* read while the target runs (--nonblocking) */
+	RBP_PAUSE_ALL,    /* stop every thread */
+	/*
+	 * Stop only the thread holding the GVL -- no Ruby stack can change
+	 * while it is stopped -- and every thread when none holds it (one
+	 * could take it during the read).  Stacks are as consistent as with
+	 * RBP_PAUSE_ALL; threads without the GVL are not interrupted.
+	 */
+	RBP_PAUSE_GVL,
+};
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out);
 
 /*
  * rbp_vm_read_stacks_paused() plus each thread's native stack, unwound

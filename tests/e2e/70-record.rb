@@ -509,6 +509,39 @@ end
   end
 end
 
+# Blocking mode stops only the thread holding the GVL (no Ruby stack can
+# change while it is stopped): the two sleeping threads of spinsleep.rb are
+# never interrupted, so their context switches stay put -- while stopping
+# every thread, as --on-cpu must (it needs each thread's state), wakes them
+# twice a tick.  record/threads checks that their stacks are still right.
+def switches(pid, tids)
+  tids.sum do |tid|
+    s = File.read("/proc/#{pid}/task/#{tid}/status")
+    s[/^voluntary_ctxt_switches:\s+(\d+)/, 1].to_i + s[/^nonvoluntary_ctxt_switches:\s+(\d+)/, 1].to_i
+  end
+end
+
+check("record/blocking-stops-gvl-holder") do |probs|
+  R.with_script("spinsleep") do |t|
+    sleepers = tasks_of(t.pid).reject { |tid| (File.read("/proc/#{t.pid}/task/#{tid}/comm").chomp rescue "") == "spinner" }
+    probs << "#{sleepers.size} threads besides the spinner, expected 2" if sleepers.size != 2
+    woken = {}
+    { "default" => [], "--on-cpu" => ["--on-cpu"] }.each do |name, flags|
+      before = switches(t.pid, sleepers)
+      args = ["record", "--pid", t.pid, "-r", 200, "-d", 1, *flags, "-f", "collapsed", "-o", R.tmp("gvlonly.txt")]
+      next unless expect_ok(probs, args, R.rec(*args))
+
+      woken[name] = switches(t.pid, sleepers) - before
+    end
+    if woken.size == 2
+      probs << "the sleeping threads switched #{woken["default"]} times while recorded, expected (almost) none" if woken["default"] > 20
+      probs << "stopping every thread switched them only #{woken["--on-cpu"]} times: the count does not show pauses" if woken["--on-cpu"] < 100
+    end
+    (p = t.running_problem) && probs << "afterwards: #{p}"
+    "sleeping threads' context switches: #{woken.map { |k, v| "#{k} #{v}" }.join(", ")}"
+  end
+end
+
 check("record/function") do |probs|
   R.with_script("hotcold") do |t|
     out = R.tmp("function.txt")
