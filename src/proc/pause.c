@@ -50,6 +50,7 @@ struct rbp_pause {
 	size_t n_tids, cap_tids;
 	struct pause_task *v;  /* threads held */
 	size_t n, cap;
+	int no_state;          /* this hold does not read what threads were doing */
 	long long spin_ns;     /* poll this long for a stop before sleeping */
 	unsigned spin_tried, spin_failed;  /* polls in this window; ended by sleeping */
 	unsigned spin_off;     /* holds left without polling */
@@ -170,7 +171,7 @@ static void poll_one(struct rbp_pause *p, size_t i)
 		return;
 	if (r == t->tid && WIFSTOPPED(st)) {
 		t->stopped = 1;
-		t->running = was_running(t->tid);
+		t->running = p->no_state ? -1 : was_running(t->tid);
 		if ((st >> 16) == 0)  /* signal-delivery-stop, not an event */
 			t->sig = WSTOPSIG(st);
 		return;
@@ -400,6 +401,7 @@ int rbp_pause_hold(struct rbp_pause *p)
 
 	if (p->n)
 		return RBP_EINVAL;   /* already holding */
+	p->no_state = 0;
 	for (int round = 0; added && !err; round++) {
 		err = round < PAUSE_MAX_ROUNDS ? pause_round(p, &added) : RBP_EPTRACE;
 		/* every held thread stopped: none unheld when the count agrees */
@@ -422,6 +424,7 @@ int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
 
 	if (p->n)
 		return RBP_EINVAL;   /* already holding */
+	p->no_state = 1;
 	for (size_t i = 0; i < n && !err; i++) {
 		/* a thread of this process still?  its tid may be reused */
 		if (syscall(SYS_tgkill, p->pid, tids[i], 0))

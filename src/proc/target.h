@@ -112,7 +112,8 @@ int rbp_pause_open(pid_t pid, struct rbp_pause **out);
 int rbp_pause_hold(struct rbp_pause *p);
 /*
  * Hold only these threads of the process (those that are gone, or belong
- * to another process now, are skipped: rbp_pause_nthreads() tells).
+ * to another process now, are skipped: rbp_pause_nthreads() tells), without
+ * reading what they were doing (rbp_pause_running() says -1).
  */
 int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n);
 void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */

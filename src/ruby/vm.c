@@ -110,6 +110,19 @@ static pid_t gvl_holder(const struct rbp_stacks *s)
 	return 0;
 }
 
+/* Read while pause holds threads, note the GVL's holder, and let them go. */
+static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old,
+		     struct rbp_stacks *out)
+{
+	int err = rbp_vm_read_stacks(vm, out);
+
+	vm->gvl_tid = err ? 0 : gvl_holder(out);
+	for (size_t i = 0; !err && i < out->n_threads; i++)
+		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
+	rv_resume(pause, old);
+	return err;
+}
+
 /*
  * Read with only the GVL holder stopped: Ruby code runs, and a thread's
  * VM stack changes, only under the GVL, so while its holder is stopped
@@ -134,12 +147,7 @@ static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
 			vm->gvl_tid = 0;   /* gone */
 			break;
 		}
-		err = rbp_vm_read_stacks(vm, out);
-		vm->gvl_tid = err ? 0 : gvl_holder(out);
-		for (size_t i = 0; !err && i < out->n_threads; i++)
-			out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
-		rv_resume(pause, &old);
-		if (err || vm->gvl_tid == tid)
+		if ((err = read_held(vm, pause, &old, out)) || vm->gvl_tid == tid)
 			return err;
 	}
 	return 1;
@@ -157,10 +165,5 @@ int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struc
 		return err;
 	if ((err = rv_pause(vm, NULL, 0, &pause, &old)))
 		return err;
-	err = rbp_vm_read_stacks(vm, out);
-	vm->gvl_tid = err ? 0 : gvl_holder(out);
-	for (size_t i = 0; !err && i < out->n_threads; i++)
-		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
-	rv_resume(pause, &old);
-	return err;
+	return read_held(vm, pause, &old, out);
 }
