@@ -681,7 +681,8 @@ static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint6
 /*
  * Addresses of all threads, main thread first, with a copy of each
  * rb_thread_t (span bytes) in vm->thr_buf: the list is walked by reading
- * each thread whole, its list node inside, so each thread costs one read.
+ * each thread whole, its list node inside, so each thread costs one read
+ * (the main thread's comes with thread_roots()).
  * *main_err: the main thread's own read failed (the list may still be good).
  */
 static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n,
@@ -724,10 +725,12 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
 
 /*
  * Every thread's stack (or only thread only_tid's when it is nonzero): the
- * thread list (one read per thread, see thread_list()), then three batched
- * reads whatever the number of threads (a live process: one
- * process_vm_readv each): execution contexts (and tids), control frames,
- * VM stacks.  Cache misses (new iseqs, lines, labels) cost more reads.
+ * thread list (two batched reads, then one read per thread besides the
+ * main one, see thread_list()), then three batched reads whatever the
+ * number of threads (a live process: one process_vm_readv each):
+ * execution contexts (and tids), control frames, VM stacks with the
+ * environments off the stack.  One thread: five reads.  Cache misses (new
+ * iseqs, lines, labels) cost more reads.
  */
 static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct rbp_stacks *out)
 {
