@@ -323,15 +323,18 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
 }
 
-static void print_native_stats(const struct rbp_native *nat)
+/* Native unwinding done: the root process's, and with --subprocesses every member's. */
+static void print_native_stats(const struct rbp_native *nat, const struct rbp_procset *procs)
 {
 	struct rbp_native_stats ns;
 
 	rbp_native_stats(nat, &ns);
+	if (procs)
+		rbp_procset_native_stats(procs, &ns);
 	fprintf(stderr, "rbpeek: native: %llu stacks unwound, %.1f frames each, %llu addresses "
-		"symbolized\n", (unsigned long long)ns.unwinds,
+		"symbolized%s\n", (unsigned long long)ns.unwinds,
 		ns.unwinds ? (double)ns.frames / (double)ns.unwinds : 0.0,
-		(unsigned long long)ns.sym_misses);
+		(unsigned long long)ns.sym_misses, procs ? " (all processes)" : "");
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -424,7 +427,7 @@ int cmd_record(int argc, char **argv)
 	if (!o.silent)
 		print_stats(&st, fmt->name);
 	if (!o.silent && nat)
-		print_native_stats(nat);
+		print_native_stats(nat, lv.procs);
 	if (!o.silent && lv.procs)
 		fprintf(stderr, "rbpeek: followed %llu Ruby processes\n",
 			(unsigned long long)rbp_procset_attached(lv.procs));

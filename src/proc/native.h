@@ -70,5 +70,8 @@ struct rbp_native_stats {
 	uint64_t rescans;       /* /proc/PID/maps re-read for newly loaded files */
 };
 void rbp_native_stats(const struct rbp_native *n, struct rbp_native_stats *out);
+/* Add x's counts, or n's (n may be NULL), to *sum. */
+void rbp_native_stats_sum(struct rbp_native_stats *sum, const struct rbp_native_stats *x);
+void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *sum);
 
 #endif

@@ -44,7 +44,9 @@ struct rbp_procset {
 	uint64_t next_scan_ns;
 	uint64_t attached;
 	char version[32];                     /* of the first process attached */
+	struct rbp_native_stats native_gone;  /* --native: of the members dropped since */
 };
+
 
 static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, struct rbp_vm *vm,
 		      int owned)
@@ -67,8 +69,9 @@ static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, st
 	return RBP_OK;
 }
 
-static void free_member(struct rbp_procset_member *m)
+static void free_member(struct rbp_procset *s, struct rbp_procset_member *m)
 {
+	rbp_native_stats_add(m->native, &s->native_gone);
 	rbp_hmap_clear(&m->frame_ids);
 	rbp_hmap_clear(&m->tid_names);
 	rbp_native_close(m->native);
@@ -125,7 +128,7 @@ void rbp_procset_free(struct rbp_procset *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->n; i++)
-		free_member(s->m[i]);
+		free_member(s, s->m[i]);
 	free(s->m);
 	free(s->d);
 	rbp_hmap_clear(&s->seen);
@@ -276,6 +279,13 @@ uint64_t rbp_procset_attached(const struct rbp_procset *s)
 	return s->attached;
 }
 
+void rbp_procset_native_stats(const struct rbp_procset *s, struct rbp_native_stats *sum)
+{
+	rbp_native_stats_sum(sum, &s->native_gone);
+	for (size_t i = 0; i < s->n; i++)
+		rbp_native_stats_add(s->m[i]->native, sum);
+}
+
 const char *rbp_procset_version(const struct rbp_procset *s)
 {
 	return s->version;
@@ -299,7 +309,7 @@ int rbp_procset_failed(struct rbp_procset *s, size_t i)
 		d->next_try_ns = 0;   /* still there at the next scan: attach again */
 		d->exe[0] = 0;
 	}
-	free_member(m);
+	free_member(s, m);
 	memmove(&s->m[i], &s->m[i + 1], (s->n - i - 1) * sizeof(*s->m));
 	s->n--;
 	return 1;

@@ -71,6 +71,12 @@ struct rbp_procset_member *rbp_procset_member(struct rbp_procset *s, size_t i);
 pid_t rbp_procset_root(const struct rbp_procset *s);
 /* Processes attached since the start (the root included). */
 uint64_t rbp_procset_attached(const struct rbp_procset *s);
+/*
+ * --native: add to *sum the unwinding done by the members' own unwinders
+ * (every member but the root, which uses the caller's), those dropped
+ * included.
+ */
+void rbp_procset_native_stats(const struct rbp_procset *s, struct rbp_native_stats *sum);
 /* The Ruby version of the first process attached, "" before any. */
 const char *rbp_procset_version(const struct rbp_procset *s);
 

@@ -254,12 +254,18 @@ test("native/subprocesses") do
       end
     end
     missing = workers.select { |w| native.(w).empty? }
+    # the closing statistics count every process's unwinding, not the root's alone
+    worker_samples = lines.select { |l| workers.any? { |w| l.start_with?("process #{w}:") } }.sum { |l| l[/ (\d+)\z/, 1].to_i }
+    unwound = res.stderr[/native: (\d+) stacks unwound, .* \(all processes\)/, 1]
     if lines.empty? then fail("native/subprocesses", res.describe + " " + res.stderr)
+    elsif unwound.nil? || unwound.to_i < worker_samples
+      fail("native/subprocesses", "#{unwound.inspect} stacks unwound in all, fewer than the workers' #{worker_samples} samples: #{res.stderr.lines.grep(/native/).inspect}")
     elsif (f = stacks.flatten.grep(INTERPRETER).first) then fail("native/subprocesses", "interpreter frame #{f.inspect}")
     elsif !missing.empty?
       fail("native/subprocesses", "no OpenSSL native frames under worker(s) #{missing.join(', ')}: #{lines.first(4).inspect}")
     else
-      ok("native/subprocesses", workers.map { |w| "worker #{w}: #{native.(w).size} stacks" }.join(", "))
+      ok("native/subprocesses", workers.map { |w| "worker #{w}: #{native.(w).size} stacks" }.join(", ") +
+                                "; #{unwound} unwound, the workers' samples #{worker_samples}")
     end
   ensure
     workers&.each { |w| Process.kill(:KILL, w) rescue nil }
