@@ -57,6 +57,8 @@ struct rbp_vm {
 	int gc_flags_read;              /* 1 read, 2 the read failed, 0 not read (gc.c) */
 	struct rbp_pause *pause;        /* reused by every rv_pause(), NULL until the first */
 	pid_t gvl_tid;                  /* the GVL's holder at the last paused read; 0: none */
+	uint64_t gvl_th;                /* ... its rb_thread_t */
+	uint64_t gvl_word;              /* where the VM names the GVL's owner (walk.c) */
 
 	/* caches keyed by remote address; see the .c files for value encodings */
 	struct rbp_hmap id_names;       /* ID -> const char * */

@@ -101,13 +101,17 @@ void rv_resume(struct rbp_pause *pause, const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
-/* The tid of the thread a read found holding the GVL; 0 when none. */
-static pid_t gvl_holder(const struct rbp_stacks *s)
+/* Note the thread a read found holding the GVL (tid 0: none). */
+static void note_gvl_holder(struct rbp_vm *vm, const struct rbp_stacks *s)
 {
+	vm->gvl_tid = 0;
+	vm->gvl_th = 0;
 	for (size_t i = 0; i < s->n_threads; i++)
-		if (s->threads[i].has_gvl)
-			return s->threads[i].tid;
-	return 0;
+		if (s->threads[i].has_gvl) {
+			vm->gvl_tid = s->threads[i].tid;
+			vm->gvl_th = s->threads[i].addr;
+			return;
+		}
 }
 
 /* Read while pause holds threads, note the GVL's holder, and let them go. */
@@ -116,7 +120,10 @@ static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t 
 {
 	int err = rbp_vm_read_stacks(vm, out);
 
-	vm->gvl_tid = err ? 0 : gvl_holder(out);
+	if (err)
+		vm->gvl_tid = 0;
+	else
+		note_gvl_holder(vm, out);
 	for (size_t i = 0; !err && i < out->n_threads; i++)
 		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
 	rv_resume(pause, old);
@@ -126,30 +133,32 @@ static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t 
 /*
  * Read with only the GVL holder stopped: Ruby code runs, and a thread's
  * VM stack changes, only under the GVL, so while its holder is stopped
- * no Ruby stack can change.  The holder is guessed from the last read
- * and confirmed by this one (the VM names the GVL's owner); a wrong guess
- * is retried once with the owner just read.  1 when no thread holds the
- * GVL (or the guesses failed): the caller stops every thread instead, as
- * a thread could take the free GVL during the read.
+ * no Ruby stack can change.  The holder is guessed from the last read:
+ * once it is stopped, one word (the GVL's owner, vm->gvl_word) confirms
+ * the guess before the stacks are read.  1 when there is no guess (no
+ * thread held the GVL last time) or it was wrong: the caller stops every
+ * thread instead -- a free GVL could be taken during the read -- and that
+ * read makes the next guess.
  */
 static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
 {
-	for (int attempt = 0; attempt < 2 && vm->gvl_tid > 0; attempt++) {
-		struct rbp_pause *pause = NULL;
-		pid_t tid = vm->gvl_tid;
-		sigset_t old;
-		int err;
+	struct rbp_pause *pause = NULL;
+	pid_t tid = vm->gvl_tid;
+	uint64_t owner;
+	sigset_t old;
+	int err;
 
-		if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
-			return err;
-		if (!rbp_pause_nthreads(pause)) {
-			rv_resume(pause, &old);
-			vm->gvl_tid = 0;   /* gone */
-			break;
-		}
-		if ((err = read_held(vm, pause, &old, out)) || vm->gvl_tid == tid)
-			return err;
+	if (tid <= 0 || !vm->gvl_word || !vm->gvl_th)
+		return 1;
+	if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
+		return err;
+	if (!rbp_pause_nthreads(pause) || rv_word(vm, vm->gvl_word, &owner) || owner != vm->gvl_th) {
+		rv_resume(pause, &old);
+		vm->gvl_tid = 0;
+		return 1;
 	}
+	if ((err = read_held(vm, pause, &old, out)) || vm->gvl_tid == tid)
+		return err;
 	return 1;
 }
 

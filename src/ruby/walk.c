@@ -662,6 +662,8 @@ static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint6
 	for (size_t i = 0; i < (ractor ? 2u : 3u); i++)
 		if (a[i].err)
 			return a[i].err;
+	int16_t gvl_off = ractor ? L->ractor_gvl_owner : L->vm_gvl_owner;
+	vm->gvl_word = gvl_off < 0 ? 0 : (ractor ? holder : vm->vm_addr) + (uint64_t)gvl_off;
 	if ((err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
 		return err;
 	if (ractor) {

@@ -542,6 +542,37 @@ check("record/blocking-stops-gvl-holder") do |probs|
   end
 end
 
+# Two threads take turns with the GVL: each switch makes the guessed
+# holder wrong once (then every thread is stopped for that tick).  With
+# --gvl every tick must still give exactly one sample, on one of the two
+# spin lines, and both threads must be seen.
+check("record/gvl-holder-switches") do |probs|
+  R.with_script("spinners") do |t|
+    out = R.tmp("spinners.txt")
+    args = ["record", "--pid", t.pid, "-r", 200, "-d", 2, "--gvl", "-f", "collapsed", "-o", out]
+    res = R.rec(*args)
+    next unless expect_ok(probs, args, res)
+
+    stacks = R.read_collapsed(out)
+    lines = { "Object#spin_a" => t.line_of(/# SPIN_A/), "Object#spin_b" => t.line_of(/# SPIN_B/) }
+    per = Hash.new(0)
+    stacks.each do |frames, n|
+      leaf = frames.last
+      if lines[leaf.label] == leaf.line then per[leaf.label] += n
+      else probs << "#{n} samples off the spin lines: #{frames.map(&:to_s).join(';')[0, 200]}"
+      end
+    end
+    ticks = R.stderr_of(res)[/ samples in (\d+) ticks/, 1].to_i
+    errors = R.stderr_of(res)[/ticks, (\d+) errors/, 1].to_i
+    total = per.values.sum
+    probs << "#{total} samples in #{ticks} ticks, expected one per tick" if total > ticks || total < ticks - errors - 2
+    probs << "#{errors} errors" if errors.positive?
+    lines.each_key { |l| probs << "no samples in #{l}: #{per.inspect}" if per[l] < 20 }
+    (p = t.running_problem) && probs << "afterwards: #{p}"
+    "#{per.map { |l, n| "#{l} #{n}" }.join(", ")} in #{ticks} ticks"
+  end
+end
+
 check("record/function") do |probs|
   R.with_script("hotcold") do |t|
     out = R.tmp("function.txt")
