@@ -49,5 +49,8 @@ RecordTarget.ready!
 loop do
   t0 = cpu
   collect
-  work(cpu - t0)
+  # as long again on average, but not exactly: a cycle of fixed length
+  # near a multiple of the sampling period would alias (whole runs of
+  # samples landing in the same phase)
+  work((cpu - t0) * rand(0.5..1.5))
 end
