@@ -5,8 +5,17 @@
  * then traps the thread in a PTRACE_EVENT_STOP that waitpid(__WALL)
  * reports.  Threads are stopped in rounds: list /proc/PID/task, seize and
  * interrupt every thread not yet held, wait until each is stopped, then
- * list again.  A stopped thread cannot create threads, so a listing taken
- * while every held thread is stopped that shows no new thread is final.
+ * check for threads not held.  A stopped thread cannot create threads, so
+ * a check made while every held thread is stopped that finds none is
+ * final.  The check is the thread count in /proc/PID/stat: a held thread
+ * stays counted until we collect it, even killed, so a count equal to the
+ * number held means no other thread exists; any other count lists again.
+ *
+ * A pause is opened once per process and held and released at every
+ * sample, its /proc/PID/task and /proc/PID/stat kept open.  It can also
+ * hold chosen threads only (rbp_pause_hold_tids: the sampler's GVL holder).
+ * Each system call costs about a microsecond in a virtual machine, so the
+ * wait for a stop polls before it sleeps (see spin_learn()).
  *
  * A thread that was about to take a signal may report a signal-delivery
  * stop instead of the event stop; it is just as stopped, and the signal is
@@ -43,9 +52,8 @@ struct pause_task {
 
 struct rbp_pause {
 	pid_t pid;
-	int task_fd;           /* /proc/PID/task, kept open (-1 until first used) */
-	int stat_fd;           /* /proc/PID/stat, for the thread count (-1 likewise) */
-	char *dents;           /* getdents64 buffer */
+	DIR *task_dir;         /* /proc/PID/task, kept open (NULL until first used) */
+	int stat_fd;           /* /proc/PID/stat, for the thread count (-1 until then) */
 	pid_t *tids;           /* the last listing */
 	size_t n_tids, cap_tids;
 	struct pause_task *v;  /* threads held */
@@ -275,50 +283,19 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 	}
 }
 
-#define DENTS_SIZE 32768
-
-/* Open /proc/PID/<name> for reading, as a directory when dir is set. */
-static int open_proc(pid_t pid, const char *name, int dir)
-{
-	char path[48];
-
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	return open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-}
-
-/*
- * List the threads into p->tids through the kept /proc/PID/task.  procfs
- * fills getdents64's buffer until the next entry does not fit, so a read
- * that leaves room for the largest entry was the last one.
- */
+/* List the threads into p->tids through the kept /proc/PID/task. */
 static int list_tasks(struct rbp_pause *p)
 {
-	ssize_t got;
+	char path[48];
+	int err;
 
-	p->n_tids = 0;
-	if (p->task_fd < 0 && (p->task_fd = open_proc(p->pid, "task", 1)) < 0)
-		return rbp_proc_errno(errno);
-	if (!p->dents && !(p->dents = malloc(DENTS_SIZE)))
-		return RBP_ENOMEM;
-	if (lseek(p->task_fd, 0, SEEK_SET) < 0)
-		return rbp_proc_errno(errno);
-	do {
-		got = getdents64(p->task_fd, p->dents, DENTS_SIZE);
-		if (got < 0)
-			return errno == ENOENT ? RBP_ENOPROC : rbp_proc_errno(errno);
-		for (ssize_t off = 0; off < got;) {
-			struct dirent64 *de = (struct dirent64 *)(p->dents + off);
-			char *end;
-			long tid = strtol(de->d_name, &end, 10);
-
-			off += de->d_reclen;
-			if (*end || tid <= 0 || end == de->d_name)
-				continue;
-			if (rbp_grow(&p->tids, &p->cap_tids, p->n_tids + 1, sizeof(*p->tids)))
-				return RBP_ENOMEM;
-			p->tids[p->n_tids++] = (pid_t)tid;
-		}
-	} while (got > 0 && (size_t)got + 512 > DENTS_SIZE);
+	if (!p->task_dir) {
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)p->pid);
+		if (!(p->task_dir = opendir(path)))
+			return rbp_proc_errno(errno);
+	}
+	if ((err = rbp_task_collect(p->task_dir, &p->tids, &p->n_tids, &p->cap_tids)))
+		return err;
 	return p->n_tids ? RBP_OK : RBP_ENOPROC;   /* a zombie lists no tasks */
 }
 
@@ -328,8 +305,11 @@ static long thread_count(struct rbp_pause *p)
 	char buf[1024], *s;
 	ssize_t n;
 
-	if (p->stat_fd < 0 && (p->stat_fd = open_proc(p->pid, "stat", 0)) < 0)
-		return -1;
+	if (p->stat_fd < 0) {
+		snprintf(buf, sizeof(buf), "/proc/%d/stat", (int)p->pid);
+		if ((p->stat_fd = open(buf, O_RDONLY | O_CLOEXEC)) < 0)
+			return -1;
+	}
 	n = pread(p->stat_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
@@ -372,7 +352,7 @@ int rbp_pause_open(pid_t pid, struct rbp_pause **out)
 	if (!(p = calloc(1, sizeof(*p))))
 		return RBP_ENOMEM;
 	p->pid = pid;
-	p->task_fd = p->stat_fd = -1;
+	p->stat_fd = -1;
 	p->spin_ns = SPIN_START_NS;
 	*out = p;
 	return RBP_OK;
@@ -383,15 +363,22 @@ void rbp_pause_close(struct rbp_pause *p)
 	if (!p)
 		return;
 	rbp_pause_release(p);
-	if (p->task_fd >= 0)
-		close(p->task_fd);
+	if (p->task_dir)
+		closedir(p->task_dir);
 	if (p->stat_fd >= 0)
 		close(p->stat_fd);
-	free(p->dents);
 	free(p->tids);
 	free(p->dead);
 	free(p->v);
 	free(p);
+}
+
+/* A hold failed: let what was seized stop (a running thread cannot be detached), release it. */
+static int give_up(struct rbp_pause *p, int err)
+{
+	wait_stopped(p, PAUSE_TIMEOUT_NS);
+	rbp_pause_release(p);
+	return err;
 }
 
 int rbp_pause_hold(struct rbp_pause *p)
@@ -410,12 +397,7 @@ int rbp_pause_hold(struct rbp_pause *p)
 	}
 	if (!err && p->n == 0)
 		err = RBP_ENOPROC;
-	if (err) {
-		/* Threads still running cannot be detached: let them stop. */
-		wait_stopped(p, PAUSE_TIMEOUT_NS);
-		rbp_pause_release(p);
-	}
-	return err;
+	return err ? give_up(p, err) : RBP_OK;
 }
 
 int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
@@ -434,11 +416,7 @@ int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
 	}
 	if (!err)
 		err = wait_stopped(p, PAUSE_TIMEOUT_NS);
-	if (err) {
-		wait_stopped(p, PAUSE_TIMEOUT_NS);
-		rbp_pause_release(p);
-	}
-	return err;
+	return err ? give_up(p, err) : RBP_OK;
 }
 
 /* On success *out is owned by the caller, who must rbp_resume() it. */

@@ -13,6 +13,7 @@
 
 #include "proc/target.h"
 #include "util/err.h"
+#include "util/vec.h"
 
 int rbp_proc_errno(int e)
 {
@@ -147,37 +148,44 @@ static int cmp_pid(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Numeric entries of an open /proc/PID/task; *tids owned by the caller. */
-static int collect_tids(DIR *d, pid_t **tids, size_t *n)
+int rbp_task_collect(DIR *d, pid_t **tids, size_t *n, size_t *cap)
 {
-	size_t cap = 16, cnt = 0;
-	pid_t *v = malloc(cap * sizeof(*v));
 	struct dirent *de;
 
-	if (!v)
-		return RBP_ENOMEM;
-	while ((de = readdir(d))) {
+	*n = 0;
+	rewinddir(d);
+	for (;;) {
 		char *end;
-		long tid = strtol(de->d_name, &end, 10);
 
+		errno = 0;
+		if (!(de = readdir(d)))
+			break;
+		long tid = strtol(de->d_name, &end, 10);
 		if (*end || tid <= 0 || end == de->d_name)
 			continue;
-		if (cnt == cap) {
-			pid_t *nv = realloc(v, cap * 2 * sizeof(*v));
-
-			if (!nv) {
-				free(v);
-				return RBP_ENOMEM;
-			}
-			v = nv;
-			cap *= 2;
-		}
-		v[cnt++] = (pid_t)tid;
+		if (rbp_grow(tids, cap, *n + 1, sizeof(**tids)))
+			return RBP_ENOMEM;
+		(*tids)[(*n)++] = (pid_t)tid;
 	}
-	qsort(v, cnt, sizeof(*v), cmp_pid);
-	*tids = v;
-	*n = cnt;
+	if (errno)   /* readdir failed (the process is gone) */
+		return rbp_proc_errno(errno);
+	if (*n)
+		qsort(*tids, *n, sizeof(**tids), cmp_pid);
 	return RBP_OK;
+}
+
+/* Numeric entries of an open /proc directory; *tids owned by the caller. */
+static int collect_tids(DIR *d, pid_t **tids, size_t *n)
+{
+	size_t cap = 0;
+	int err;
+
+	*tids = NULL;
+	if ((err = rbp_task_collect(d, tids, n, &cap))) {
+		free(*tids);
+		*tids = NULL;
+	}
+	return err;
 }
 
 /* *tids is owned by the caller (free). */

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
 #include <sys/types.h>
 
 #include "proc/maps.h"
@@ -59,6 +60,11 @@ int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
 
 /* Thread ids of a live process (/proc/PID/task), sorted ascending. */
 int rbp_task_list(pid_t pid, pid_t **tids, size_t *n);
+/*
+ * The same from a /proc/PID/task kept open (read again from its start),
+ * into *tids, grown as needed (capacity *cap) and reused between calls.
+ */
+int rbp_task_collect(DIR *d, pid_t **tids, size_t *n, size_t *cap);
 
 struct rbp_task_info {
 	char state;     /* /proc/PID/task/TID/stat field 3: R S D T t Z X I */

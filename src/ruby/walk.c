@@ -636,8 +636,9 @@ static int walk_thread(struct rbp_vm *vm, const struct rv_wthread *w, struct rbp
 
 /*
  * Where the threads are, in two batched reads: the VM's words (main
- * thread, main ractor -- or, before ractors, the GVL owner and the thread
- * list), then the ractor's (GVL owner, thread list) with the main thread
+ * thread; main ractor, or before ractors the thread list), then the GVL's
+ * owner (vm->gvl_word, in the ractor or the VM; kept for
+ * rbp_vm_read_stacks_paused), the ractor's thread list, the main thread
  * itself (span bytes into vm->thr_buf) and the collector's flags
  * (rv_gc_flags_req).  *head is the list head's address, *node its first
  * link; *main_err: the main thread's own read failed.
@@ -648,36 +649,36 @@ static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint6
 	const struct rbp_layout *L = vm->L;
 	int ractor = L->vm_main_ractor >= 0;
 	uint64_t holder = 0;
-	struct rbp_read_req a[3] = {
+	struct rbp_read_req a[2] = {
 		{ vm->vm_addr + L->vm_main_thread, main_th, 8, 0 },
-		{ vm->vm_addr + (ractor ? L->vm_main_ractor : L->vm_gvl_owner),
-		  ractor ? &holder : gvl_owner, 8, 0 },
-		{ vm->vm_addr + L->vm_living_threads, node, 8, 0 },
+		ractor ? (struct rbp_read_req){ vm->vm_addr + L->vm_main_ractor, &holder, 8, 0 } :
+			 (struct rbp_read_req){ vm->vm_addr + L->vm_living_threads, node, 8, 0 },
 	}, b[4];
-	size_t k = 0;
+	size_t k = 0, owner = SIZE_MAX, list = SIZE_MAX, gc = SIZE_MAX;
 	int err;
 
-	*head = vm->vm_addr + L->vm_living_threads;
-	rv_readv(vm, a, ractor ? 2 : 3);
-	for (size_t i = 0; i < (ractor ? 2u : 3u); i++)
-		if (a[i].err)
-			return a[i].err;
+	rv_readv(vm, a, 2);
+	if ((err = a[0].err ? a[0].err : a[1].err) || (err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
+		return err;
 	int16_t gvl_off = ractor ? L->ractor_gvl_owner : L->vm_gvl_owner;
 	vm->gvl_word = gvl_off < 0 ? 0 : (ractor ? holder : vm->vm_addr) + (uint64_t)gvl_off;
-	if ((err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
-		return err;
-	if (ractor) {
-		*head = holder + L->ractor_threads_set;
-		b[k++] = (struct rbp_read_req){ holder + L->ractor_gvl_owner, gvl_owner, 8, 0 };
-		b[k++] = (struct rbp_read_req){ *head, node, 8, 0 };
-	}
-	b[k++] = (struct rbp_read_req){ *main_th, vm->thr_buf, span, 0 };
-	size_t gc = rv_gc_flags_req(vm, &b[k]) ? k++ : 0;
+	*head = ractor ? holder + L->ractor_threads_set : vm->vm_addr + L->vm_living_threads;
+	*gvl_owner = 0;
+	if (vm->gvl_word)
+		b[owner = k++] = (struct rbp_read_req){ vm->gvl_word, gvl_owner, 8, 0 };
+	if (ractor)
+		b[list = k++] = (struct rbp_read_req){ *head, node, 8, 0 };
+	size_t main = k++;
+	b[main] = (struct rbp_read_req){ *main_th, vm->thr_buf, span, 0 };
+	if (rv_gc_flags_req(vm, &b[k]))
+		gc = k++;
 	rv_readv(vm, b, k);
-	if (gc)
+	if (gc != SIZE_MAX)
 		vm->gc_flags_read = b[gc].err ? 2 : 1;
-	*main_err = b[ractor ? 2 : 0].err;
-	return ractor ? (b[0].err ? b[0].err : b[1].err) : RBP_OK;
+	*main_err = b[main].err;
+	if (owner != SIZE_MAX && b[owner].err)
+		return b[owner].err;
+	return list != SIZE_MAX ? b[list].err : RBP_OK;
 }
 
 /*

@@ -76,6 +76,17 @@ module Chroots
     [rubies, missing]
   end
 
+  # A check over every ready chroot Ruby: yields each (the block returns its
+  # note, or an array of notes), adds a note for each version not run and a
+  # problem when none is ready; returns the notes joined.
+  def each_ruby(probs)
+    rubies, missing = prepare
+    notes = rubies.flat_map { |ruby| Array(yield(ruby)) }
+    missing.each { |xy, why| notes << "#{xy} not run (#{why})" }
+    probs << "no chroot Ruby is ready: #{missing.inspect}" if rubies.empty?
+    notes.compact.join("; ")
+  end
+
   # tests/targets (scripts, support/, lib/, the non-ASCII directory; not the
   # .expect files) into the chroot, plus a directory for ready files.
   def install_targets(ruby)
