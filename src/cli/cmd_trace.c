@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
 
 static const char trace_usage[] =
 	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls]\n"
@@ -111,6 +112,12 @@ static int absolute(const char *out, char *buf, size_t len)
 	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
 }
 
+/* Remove a stale output (as the invoking user under sudo, as every file change). */
+static int unlink_fn(void *path)
+{
+	return unlink(path) && errno != ENOENT ? -errno : 0;
+}
+
 /*
  * Run the program and wait for it.  Under sudo it runs as the invoking user
  * with CAP_PERFMON and a readable copy of tracefs (spawn.c), unless
@@ -126,8 +133,8 @@ static int run(char **cmd, const char *out, int no_drop_root)
 
 	if (tracefs && setenv("RBPEEK_TRACEFS", tracefs, 1))
 		return EXIT_INTERNAL;
-	if (!special)
-		unlink(out);  /* so that a stale file is not taken for this run's trace */
+	if (!special)   /* so that a stale file is not taken for this run's trace */
+		cli_as_invoker(unlink_fn, (void *)out);
 	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER | CLI_SPAWN_KEEP_PERFMON);
 	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
 	signal(SIGTERM, forward);
@@ -196,6 +203,8 @@ int cmd_trace(int argc, char **argv)
 		return cli_usage_error("trace", "give the output file with -o FILE");
 	if (optind >= argc)
 		return cli_usage_error("trace", "give the program to run after --, e.g. -- ruby app.rb");
+	if (no_drop_root && (c = cli_check_no_drop_root("trace", argv[optind])))
+		return c;
 	if (absolute(out, path, sizeof(path)) || cli_check_writable(path)) {
 		fprintf(stderr, "rbpeek: error: cannot write '%s'\n", out);
 		return EXIT_OUTPUT;
