@@ -23,13 +23,14 @@
 #   clang, libclang-rt-14-dev
 #                     libFuzzer (tests/fuzz, make fuzz-build)
 #   sudo              the privilege tests (rbpeek run under sudo)
-#   tmux              a real terminal for the `rbpeek top` tests
+#   tmux              a real terminal for the `rbpeek top` and Ctrl-Z tests
+#   strace            checks the flags rbpeek creates its temporary files with
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
 set -eu
 
-PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
+PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
