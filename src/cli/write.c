@@ -37,7 +37,8 @@
 /* Why a file cannot be written at path, as an errno value; 0 if it can. */
 static int writable_errno(const char *path)
 {
-	char *copy, *name;
+	char *copy;
+	const char *slash = strrchr(path, '/');
 	struct stat st;
 	int e = 0;
 
@@ -49,15 +50,10 @@ static int writable_errno(const char *path)
 		if (!S_ISREG(st.st_mode))
 			return access(path, W_OK) ? errno : 0;
 	}
+	if (strlen(slash ? slash + 1 : path) > NAME_MAX || strlen(path) >= PATH_MAX)
+		return ENAMETOOLONG;
 	if (!(copy = strdup(path)))
 		return ENOMEM;
-	name = basename(copy);
-	/* the temporary name is the final one plus ".tmpXXXXXX" */
-	if (strlen(name) + 10 > NAME_MAX || strlen(path) + 10 >= PATH_MAX)
-		e = ENAMETOOLONG;
-	free(copy);
-	if (e || !(copy = strdup(path)))
-		return e ? e : ENOMEM;
 	if (access(dirname(copy), W_OK | X_OK))
 		e = errno;
 	free(copy);
@@ -119,17 +115,23 @@ static int open_in_place(const char *path)
 }
 
 /*
- * A new temporary file beside path ("path.tmpXXXXXX"), created with
- * O_EXCL|O_NOFOLLOW and the usual mode (0666 less the umask).  Returns
- * the fd and its name in tmp, or -1 with errno set.
+ * A new temporary file beside path: "path.tmpXXXXXX", or "DIR/.rbpeek.tmpXXXXXX"
+ * when the name leaves no room for the suffix; created with
+ * O_EXCL|O_NOFOLLOW and the usual mode (0666 less the umask).  Returns the
+ * fd and its name in tmp, or -1 with errno set.
  */
 static int create_temp(const char *path, char *tmp, size_t n)
 {
+	const char *slash = strrchr(path, '/');
 	mode_t mask = umask(0);
-	int fd;
+	int fd, len;
 
 	umask(mask);
-	if (snprintf(tmp, n, "%s.tmpXXXXXX", path) >= (int)n) {
+	if (strlen(slash ? slash + 1 : path) + 10 <= NAME_MAX)
+		len = snprintf(tmp, n, "%s.tmpXXXXXX", path);
+	else
+		len = snprintf(tmp, n, "%.*s.rbpeek.tmpXXXXXX", slash ? (int)(slash - path + 1) : 0, path);
+	if (len < 0 || (size_t)len >= n) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}

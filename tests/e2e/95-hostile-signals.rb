@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 #
 # 95-hostile-signals.rb - what a user's terminal, shell and system do to a
-# running rbpeek, and what a planted file does to its output:
+# running rbpeek:
 #
 #   - Ctrl-Z (SIGTSTP) in a real terminal (tmux, bash job control) while
 #     `record` or `top` samples at 1000 Hz, six times with `fg` between:
@@ -14,12 +14,8 @@
 #     exit 0 and the profile written.
 #   - A file-size limit (ulimit -f) below the output's size: a clear error
 #     (exit 10), no temporary file left behind, rbpeek not killed by SIGXFSZ.
-#   - The temporary output file is created with O_EXCL and O_NOFOLLOW
-#     (checked with strace: a symlink planted at its name is never followed),
-#     and a destination that is a symlink of another user's is never written
-#     through: to a regular file, the symlink itself is replaced (the file it
-#     points to is untouched); to a device, rbpeek refuses (exit 10).
-require "etc"
+#
+# What planted files do is 93-hostile-files.rb.
 require_relative "lib/e2e"
 require_relative "lib/record"
 require_relative "lib/term"
@@ -27,7 +23,7 @@ include E2E
 
 R = Record
 names = %w[hostile/ctrl-z-record hostile/ctrl-z-top hostile/closed-stderr hostile/signals-end-recording
-           hostile/file-size-limit hostile/temp-file-flags hostile/symlink-destination]
+           hostile/file-size-limit]
 exit 0 if skip_unless_tracing(names)
 
 def stopped_tasks(pid)
@@ -168,65 +164,6 @@ check("hostile/file-size-limit") do |probs|
     probs << "temporary files left behind: #{left}" unless left.empty?
   end
   "exit 10, File too large, nothing left behind"
-end
-
-# A raw recording to convert (report), made once.
-def raw_file
-  @raw_file ||= R.with_script("hotcold") do |t|
-    res = R.rec("record", "--pid", t.pid, "-r", 200, "-d", 0.5, "-f", "collapsed", "-o", R.tmp("for-raw.txt"))
-    raw = R.raw_path_of(res)
-    raise "record made no raw file: #{res.describe}" unless res.status&.zero? && raw
-
-    raw
-  end
-end
-
-has_strace = system("strace -V >/dev/null 2>&1")
-if has_strace
-  check("hostile/temp-file-flags") do |probs|
-    dir = R.tmp("flags", mkdir: true)
-    out = File.join(dir, "out.txt")
-    log = R.tmp("strace.log")
-    res = run(["strace", "-f", "-e", "trace=open,openat", "-o", log, RBPEEK, "report", "-i", raw_file,
-               "-f", "collapsed", "-o", out], env: R.env, timeout: 60)
-    probs << "report under strace: #{res.describe}" unless res.status&.zero?
-    opens = File.readlines(log).grep(/"#{Regexp.escape(out)}\.tmp/)
-    probs << "no open of a temporary file beside #{out} seen by strace" if opens.empty?
-    opens.each do |l|
-      probs << "temporary opened without O_EXCL|O_NOFOLLOW: #{l.strip}" unless l.include?("O_EXCL") && l.include?("O_NOFOLLOW")
-    end
-    probs << "the output was not written" unless File.size?(out)
-    "temporaries: #{opens.size} open(s), all O_EXCL|O_NOFOLLOW"
-  end
-else
-  skip("hostile/temp-file-flags", "strace not installed (tools/install-deps.sh installs it)")
-end
-
-other = Etc.getpwnam("nobody") rescue nil
-if root? && other
-  check("hostile/symlink-destination") do |probs|
-    dir = R.tmp("links", mkdir: true)
-    File.chmod(0o1777, dir) # a sticky, world-writable directory, as /tmp
-    victim = File.join(dir, "victim")
-    File.write(victim, "precious\n")
-    link = File.join(dir, "out.txt")
-    File.symlink(victim, link)
-    File.lchown(other.uid, other.gid, link)
-    res = R.rec("report", "-i", raw_file, "-f", "collapsed", "-o", link)
-    probs << "report -o LINK-TO-FILE: #{res.describe}" unless res.status&.zero?
-    probs << "the file behind another user's symlink was written" unless File.read(victim) == "precious\n"
-    probs << "#{link} is not a regular file now (the symlink itself should be replaced)" unless File.lstat(link).file?
-
-    dev = File.join(dir, "dev.txt")
-    File.symlink("/dev/null", dev)
-    File.lchown(other.uid, other.gid, dev)
-    res = R.rec("report", "-i", raw_file, "-f", "collapsed", "-o", dev)
-    probs << "report -o LINK-TO-DEVICE (another user's): #{res.describe}, expected exit 10" unless res.status == 10
-    probs << "no reason given: #{R.stderr_of(res)[0, 300].inspect}" unless R.stderr_of(res).include?("symlink owned by another user")
-    "file behind the link untouched; link to a device refused"
-  end
-else
-  skip("hostile/symlink-destination", root? ? "no user 'nobody'" : "needs root (symlinks of another user)")
 end
 
 finish
