@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-/* Exit codes, documented in the README and the man page. */
+/* Exit codes, documented in docs/troubleshooting.md and the man page. */
 enum rbp_exit {
 	EXIT_OK_ = 0,
 	EXIT_INTERNAL = 1,   /* a bug or an unexpected system error */

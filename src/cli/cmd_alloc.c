@@ -83,7 +83,7 @@ static const char alloc_usage[] =
 	"  -h, --help              show this help\n"
 	"\n"
 	"Overhead: every allocation of the target traps into the kernel while rbpeek\n"
-	"watches (microseconds each); see README.md for measured figures.\n"
+	"watches (microseconds each); see docs/commands/alloc.md for measured figures.\n"
 	"\n"
 	"formats:\n";
 
