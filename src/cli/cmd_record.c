@@ -46,7 +46,8 @@ static const char record_usage[] =
 	"  -d, --duration SECONDS  stop after this long\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
 	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
-	"      --on-cpu            keep only samples of threads running on a CPU\n"
+	"      --on-cpu            keep only samples of threads on a CPU or ready to run\n"
+	"                          (not blocked in a system call: sleep, I/O, locks, the GVL)\n"
 	"      --gvl               keep only samples of the thread holding the GVL\n"
 	"      --threads           one root frame per thread\n"
 	"      --function          aggregate by function (first line) instead of by line\n"
@@ -292,15 +293,19 @@ static const char *stop_words(enum rbp_stop_reason r)
 	}
 }
 
-static void print_stats(const struct rbp_sampler_status *st, const char *fmt_name)
+static void print_stats(const struct rbp_sampler_status *st, int gvl_only)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
 
 	fprintf(stderr, "rbpeek: %s after %.1f s: %llu samples in %llu ticks, %llu errors, "
-		"%llu late (%.1f%%)", stop_words(st->stop), secs, (unsigned long long)st->samples,
-		(unsigned long long)st->ticks, (unsigned long long)st->errors,
-		(unsigned long long)st->late, late_pct);
+		"%llu late (%.1f%%, %llu skipped)", stop_words(st->stop), secs,
+		(unsigned long long)st->samples, (unsigned long long)st->ticks,
+		(unsigned long long)st->errors, (unsigned long long)st->late, late_pct,
+		(unsigned long long)st->skipped);
+	if (gvl_only)   /* those ticks gave no sample */
+		fprintf(stderr, "; %llu ticks found no thread holding the GVL",
+			(unsigned long long)st->no_gvl_holder);
 	if (st->ticks)
 		fprintf(stderr, "; sampling took %.0f/%.0f/%.0f us (min/avg/max)",
 			(double)st->tick_ns_min / 1e3,
@@ -425,7 +430,7 @@ int cmd_record(int argc, char **argv)
 	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
-		print_stats(&st, fmt->name);
+		print_stats(&st, o.so.gvl_only);
 	if (!o.silent && nat)
 		print_native_stats(nat, lv.procs);
 	if (!o.silent && lv.procs)

@@ -176,6 +176,10 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 					RBP_PAUSE_GVL, &l->stacks);
 	if (err)
 		return err;
+	int holder = 0;
+	for (size_t i = 0; i < l->stacks.n_threads; i++)
+		holder |= l->stacks.threads[i].has_gvl;
+	st->no_gvl_holder += !holder;
 	for (size_t i = 0; i < l->stacks.n_threads; i++) {
 		const struct rbp_thread *th = &l->stacks.threads[i];
 		uint64_t state = 0;
@@ -418,6 +422,7 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 		if (lateness >= period) {
 			uint64_t skipped = lateness / period;
 			st->late += skipped;
+			st->skipped += skipped;
 			st->ticks += skipped;
 			deadline += skipped * period;
 		}

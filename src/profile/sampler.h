@@ -52,6 +52,13 @@ struct rbp_sampler_status {
 	uint64_t ticks;       /* deadlines reached */
 	uint64_t samples;     /* stacks added to the profile */
 	uint64_t late;        /* ticks started late (or skipped) */
+	uint64_t skipped;     /* of those, deadlines skipped whole: not read at all */
+	/*
+	 * Reads that found no thread holding the GVL: an idle process, or one
+	 * whose GVL was being handed from one thread to another at that
+	 * instant.  With gvl_only such a tick gives no sample.
+	 */
+	uint64_t no_gvl_holder;
 	uint64_t errors;      /* ticks whose read failed */
 	int last_err;         /* the last read error, RBP_OK if none */
 	enum rbp_stop_reason stop;

@@ -484,13 +484,16 @@ end
 # --gvl / --on-cpu: only the spinner's stack (its leaf on the SPIN line);
 # the sleeping threads never run on their own, so not one sample of theirs
 # (with pausing, rbpeek must judge a thread by what it did at the stop, not
-# by a state its own previous pause may have left it in).
+# by a state its own previous pause may have left it in: on a busy machine
+# a sleeper released by one tick may still wait for a CPU to re-enter its
+# sleep when the next tick stops it -- runnable, but only because of us).
 { "gvl" => ["--gvl"], "on-cpu" => ["--on-cpu"],
   "on-cpu-nonblocking" => ["--on-cpu", "--nonblocking"] }.each do |name, flags|
   check("record/#{name}") do |probs|
     R.with_script("spinsleep") do |t|
       out = R.tmp("#{name}.txt")
-      args = ["record", "--pid", t.pid, "-d", 1, *flags, "-f", "collapsed", "-o", out]
+      # 500 Hz: a sleeper that a tick left runnable is likelier to be caught
+      args = ["record", "--pid", t.pid, "-r", 500, "-d", 1, *flags, "-f", "collapsed", "-o", out]
       next unless expect_ok(probs, args, R.rec(*args))
 
       stacks = R.read_collapsed(out)
@@ -502,7 +505,7 @@ end
         probs << "#{foreign} of #{n} samples are not the spinner's (#{t.path}:#{spin}), expected none: " \
                  "#{others.first(2).map { |fr, c| "#{fr.map(&:to_s).join(';')} #{c}" }.inspect}"
       end
-      probs << "#{n - foreign} samples of the spinner in 1 s at 100 Hz, expected at least 30" if n - foreign < 30
+      probs << "#{n - foreign} samples of the spinner in 1 s at 500 Hz, expected at least 30" if n - foreign < 30
       (p = t.running_problem) && probs << "afterwards: #{p}"
       "#{n} samples, all the spinner's"
     end
@@ -544,8 +547,14 @@ end
 
 # Two threads take turns with the GVL: each switch makes the guessed
 # holder wrong once (then every thread is stopped for that tick).  With
-# --gvl every tick must still give exactly one sample, on one of the two
-# spin lines, and both threads must be seen.
+# --gvl every tick that was read and found a thread holding the GVL gives
+# exactly one sample, on one of the two spin lines, and both threads must
+# be seen.  What must hold on any machine: samples = ticks - skipped
+# (deadlines missed whole, never read) - errors - ticks that found the GVL
+# being handed over (no holder at that instant); rbpeek's closing line
+# counts each.  On a busy machine the last two are not rare: a thread that
+# lost its CPU between releasing the GVL and the next one taking it leaves
+# the GVL without an owner for that long.
 check("record/gvl-holder-switches") do |probs|
   R.with_script("spinners") do |t|
     out = R.tmp("spinners.txt")
@@ -562,14 +571,21 @@ check("record/gvl-holder-switches") do |probs|
       else probs << "#{n} samples off the spin lines: #{frames.map(&:to_s).join(';')[0, 200]}"
       end
     end
-    ticks = R.stderr_of(res)[/ samples in (\d+) ticks/, 1].to_i
-    errors = R.stderr_of(res)[/ticks, (\d+) errors/, 1].to_i
+    err = R.stderr_of(res)
+    ticks = err[/ samples in (\d+) ticks/, 1].to_i
+    errors = err[/ticks, (\d+) errors/, 1].to_i
+    skipped = err[/late \([\d.]+%, (\d+) skipped\)/, 1]
+    handover = err[/; (\d+) ticks found no thread holding the GVL/, 1]
+    next probs << "closing line without the skipped and GVL-handover counts: #{err[-400..].inspect}" unless skipped && handover
+
     total = per.values.sum
-    probs << "#{total} samples in #{ticks} ticks, expected one per tick" if total > ticks || total < ticks - errors - 2
-    probs << "#{errors} errors" if errors.positive?
+    want = ticks - skipped.to_i - errors - handover.to_i
+    probs << "#{total} samples in #{ticks} ticks (#{skipped} skipped, #{errors} errors, #{handover} without a " \
+             "GVL holder): expected one per other tick, #{want}" unless total == want
+    probs << "#{handover} of #{ticks} ticks found no GVL holder: more than half" if handover.to_i * 2 > ticks
     lines.each_key { |l| probs << "no samples in #{l}: #{per.inspect}" if per[l] < 20 }
     (p = t.running_problem) && probs << "afterwards: #{p}"
-    "#{per.map { |l, n| "#{l} #{n}" }.join(", ")} in #{ticks} ticks"
+    "#{per.map { |l, n| "#{l} #{n}" }.join(", ")} in #{ticks} ticks (#{skipped} skipped, #{handover} handovers)"
   end
 end
 

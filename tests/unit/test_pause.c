@@ -248,6 +248,27 @@ static void test_pause_resume(pid_t pid)
 		sleep_ms(10);
 		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
 	}
+	TEST("a blocked thread held back to back is never taken as running") {
+		/*
+		 * The main thread waits in pause().  Each release makes it restart
+		 * the call; held again at once, it has usually not re-entered it
+		 * yet (rax == orig_rax at its syscall instruction): still blocked.
+		 */
+		int wrong = 0, rc = rbp_pause_open(pid, &p);
+		CHECK_EQ_INT(rc, RBP_OK);
+		for (int i = 0; !rc && i < 300; i++) {
+			if ((rc = rbp_pause_hold(p)))
+				break;
+			wrong += rbp_pause_running(p, pid) != 0;
+			rbp_pause_release(p);
+		}
+		CHECK_EQ_INT(rc, RBP_OK);
+		CHECK_EQ_INT(wrong, 0);
+		rbp_pause_close(p);
+		p = NULL;
+		sleep_ms(10);
+		CHECK_EQ_INT(count_state(pid, 't', &total), 0);
+	}
 	rbp_reader_close(r);
 }
 
