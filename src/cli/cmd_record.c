@@ -438,6 +438,9 @@ int cmd_record(int argc, char **argv)
 			(unsigned long long)rbp_procset_attached(lv.procs));
 	if (err) {
 		rc = cli_fail(err, &subj);
+	} else if (!p.n_samples && st.stop == RBP_STOP_FAILING) {
+		/* every read failed: the same words and exit code as snapshot's */
+		rc = cli_fail(st.last_err, &subj);
 	} else if (!p.n_samples) {
 		fprintf(stderr, "rbpeek: error: no samples were collected (%s)%s\n", stop_words(st.stop),
 			o.so.on_cpu || o.so.gvl_only ? "; --on-cpu/--gvl keep only running threads" : "");

@@ -3,12 +3,15 @@
 # 50-errors.rb - bad targets get a distinct exit code and a one-line error:
 # no such process (3), a zombie (3), a process exiting while rbpeek starts
 # (never a crash), not Ruby (5), permission denied (4, with the fixes named),
-# an unsupported Ruby version (6) and a "Ruby" without a VM (7).
+# an unsupported Ruby version (6), a "Ruby" without a VM (7), and a target
+# already traced by another tracer (strace): the same diagnosis, exit 4,
+# from snapshot and from a blocking record.
+require "tmpdir"
 require_relative "lib/e2e"
 include E2E
 
 names = %w[errors/no-such-pid errors/zombie errors/exits-right-away errors/not-ruby
-           errors/permission-denied errors/unsupported-version errors/vm-not-found]
+           errors/permission-denied errors/unsupported-version errors/vm-not-found errors/already-traced]
 exit 0 if skip_without_rbpeek(names)
 
 def expect_exit(name, args, code, mentions: [])
@@ -151,4 +154,30 @@ test("errors/vm-not-found") do
     expect_exit("errors/vm-not-found", ["snapshot", "--pid", pid], 7)
   end
 end
+if root? && system("command -v strace >/dev/null 2>&1")
+  test("errors/already-traced") do
+    target = Process.spawn(RUBY, "-e", "loop { 1000.times { } }", in: "/dev/null")
+    register_pid(target)
+    log = File.join(Dir.tmpdir, "rbpeek-strace-#{$$}.log")
+    tracer = Process.spawn("strace", "-p", target.to_s, "-o", "/dev/null", err: log, in: "/dev/null")
+    register_pid(tracer)
+    deadline = Time.now + 20
+    sleep 0.05 until File.read("/proc/#{target}/status")[/^TracerPid:\s+(\d+)/, 1].to_i == tracer || Time.now > deadline
+    probs = []
+    [["snapshot", "--pid", target], ["record", "--pid", target, "-d", 2, "-f", "collapsed", "-o", "/dev/null"]].each do |args|
+      r = rbpeek(*args)
+      err = r.stderr.dup.force_encoding("UTF-8")
+      probs << "#{args.first}: #{r.describe}, expected exit 4" unless r.status == 4
+      probs << "#{args.first}: no 'already being traced' diagnosis: #{err[-300..].inspect}" unless err.include?("already being traced")
+    end
+    probs.empty? ? ok("errors/already-traced", "snapshot and record: exit 4") : fail("errors/already-traced", probs.join("\n"))
+  ensure
+    kill_pid(tracer) if tracer
+    kill_pid(target) if target
+    FileUtils.rm_f(log) if log
+  end
+else
+  skip("errors/already-traced", "needs root and strace")
+end
+
 finish
