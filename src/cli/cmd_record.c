@@ -311,6 +311,9 @@ static void print_stats(const struct rbp_sampler_status *st, int gvl_only)
 			(double)st->tick_ns_min / 1e3,
 			(double)st->tick_ns_sum / 1e3 / (double)st->ticks,
 			(double)st->tick_ns_max / 1e3);
+	if (st->holds)
+		fprintf(stderr, "; threads held stopped %.0f/%.0f us (avg/max)",
+			(double)st->held_ns_sum / 1e3 / (double)st->holds, (double)st->held_ns_max / 1e3);
 	fputc('\n', stderr);
 	struct rusage ru;
 	if (!getrusage(RUSAGE_SELF, &ru) && st->ticks) {

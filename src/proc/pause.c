@@ -62,6 +62,8 @@ struct rbp_pause {
 	long long spin_ns;     /* poll this long for a stop before sleeping */
 	unsigned spin_tried, spin_failed;  /* polls in this window; ended by sleeping */
 	unsigned spin_off;     /* holds left without polling */
+	long long first_stop;  /* when the current hold's first thread stopped, 0 none yet */
+	long long held_ns;     /* the last hold: first stop to release */
 	pid_t *dead;           /* held threads that died: to collect at resume */
 	size_t n_dead, cap_dead;
 };
@@ -195,6 +197,8 @@ static void poll_one(struct rbp_pause *p, size_t i)
 		return;
 	if (r == t->tid && WIFSTOPPED(st)) {
 		t->stopped = 1;
+		if (!p->first_stop)
+			p->first_stop = now_ns();
 		t->running = p->no_state ? -1 : was_running(t->tid);
 		if ((st >> 16) == 0)  /* signal-delivery-stop, not an event */
 			t->sig = WSTOPSIG(st);
@@ -447,6 +451,11 @@ int rbp_pause(pid_t pid, struct rbp_pause **out)
 	return err;
 }
 
+long long rbp_pause_held_ns(const struct rbp_pause *p)
+{
+	return p ? p->held_ns : 0;
+}
+
 /* Number of threads held by a successful pause. */
 size_t rbp_pause_nthreads(const struct rbp_pause *p)
 {
@@ -499,6 +508,8 @@ void rbp_pause_release(struct rbp_pause *p)
 		if (ptrace(PTRACE_DETACH, p->v[i].tid, NULL, (void *)(long)p->v[i].sig) &&
 		    errno == ESRCH)
 			note_dead(p, p->v[i].tid);
+	p->held_ns = p->first_stop ? now_ns() - p->first_stop : 0;
+	p->first_stop = 0;
 	p->n = 0;
 	reap_dead(p->dead, p->n_dead);
 	p->n_dead = 0;

@@ -124,6 +124,12 @@ int rbp_pause_hold(struct rbp_pause *p);
 int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n);
 void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */
 void rbp_pause_close(struct rbp_pause *p);    /* NULL-safe */
+/*
+ * How long the last hold kept a thread stopped: from the first thread's
+ * stop (threads stop one after another) to the release, in nanoseconds;
+ * 0 for NULL or before any release.
+ */
+long long rbp_pause_held_ns(const struct rbp_pause *p);
 /* Number of threads a pause holds stopped (0 for NULL). */
 size_t rbp_pause_nthreads(const struct rbp_pause *p);
 /*

@@ -174,6 +174,12 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking ? RBP_PAUSE_NONE :
 					l->o->on_cpu || l->o->pause_all ? RBP_PAUSE_ALL :
 					RBP_PAUSE_GVL, &l->stacks);
+	if (l->stacks.held_ns) {
+		st->holds++;
+		st->held_ns_sum += l->stacks.held_ns;
+		if (l->stacks.held_ns > st->held_ns_max)
+			st->held_ns_max = l->stacks.held_ns;
+	}
 	if (err)
 		return err;
 	int holder = 0;

@@ -64,6 +64,9 @@ struct rbp_sampler_status {
 	enum rbp_stop_reason stop;
 	/* per-tick cost of reading (pause + walk + resume), nanoseconds of wall time */
 	uint64_t tick_ns_min, tick_ns_max, tick_ns_sum;
+	/* paused reads: how long a thread of the target was held stopped
+	 * (first stop to release), nanoseconds, over the reads that paused */
+	uint64_t held_ns_max, held_ns_sum, holds;
 	enum rbp_sched_state sched;   /* how the loop's thread was scheduled */
 };
 

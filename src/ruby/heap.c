@@ -245,7 +245,7 @@ int rbp_vm_read_heap(struct rbp_vm *vm, struct rbp_heap *out)
 	if (!err) {
 		err = count_pages(&c);
 		if (!vm->t->is_core)
-			rv_resume(pause, &old);
+			rv_resume(vm, pause, &old);
 	}
 	out->pause_ns = vm->t->is_core ? 0 : mono_ns() - t0;
 	if (!err)

@@ -56,6 +56,7 @@ struct rbp_vm {
 	uint8_t gc_flags[RV_GC_FLAGS_MAX]; /* its flags, read with a sample's threads: */
 	int gc_flags_read;              /* 1 read, 2 the read failed, 0 not read (gc.c) */
 	struct rbp_pause *pause;        /* reused by every rv_pause(), NULL until the first */
+	uint64_t held_ns;               /* longest hold of the current read (rv_resume) */
 	pid_t gvl_tid;                  /* the GVL's holder at the last paused read; 0: none */
 	uint64_t gvl_th;                /* ... its rb_thread_t */
 	uint64_t gvl_word;              /* where the VM names the GVL's owner (walk.c) */
@@ -156,12 +157,14 @@ int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req);
 /*
  * Stop every thread of the target (rbp_pause), or only the n threads tids
  * when tids is not NULL, with SIGINT, SIGTERM, SIGHUP
- * and SIGQUIT held, so that Ctrl-C cannot leave it stopped; rv_resume()
- * lets it run and delivers what was held.  Not for core files.
+ * and every other asynchronous signal held, so that Ctrl-C or Ctrl-Z cannot
+ * leave it stopped; rv_resume() lets it run, delivers what was held, and
+ * keeps the longest hold of the current read in vm->held_ns.  Not for core
+ * files.
  */
 int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **pause,
 	     sigset_t *old);
-void rv_resume(struct rbp_pause *pause, const sigset_t *old);
+void rv_resume(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old);
 
 /* ---- native frames (merge.c) ------------------------------------- */
 struct rbp_native_sym;

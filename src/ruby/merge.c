@@ -213,7 +213,7 @@ static int read_paused(struct rbp_vm *vm, struct rbp_native *nat, struct rbp_sta
 		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
 	if (!err)
 		err = unwind_all(nat, out);
-	rv_resume(pause, &old);
+	rv_resume(vm, pause, &old);
 	return err;
 }
 
@@ -224,7 +224,10 @@ int rbp_vm_read_stacks_native(struct rbp_vm *vm, struct rbp_native *nat, struct 
 
 	if (vm->t->is_core)
 		return RBP_EINVAL;
-	if ((err = read_paused(vm, nat, out)))
+	vm->held_ns = 0;
+	err = read_paused(vm, nat, out);
+	out->held_ns = vm->held_ns;
+	if (err)
 		return err;
 	rbp_native_refresh(nat);   /* file I/O only now, the target running */
 	for (size_t i = 0; i < out->n_threads; i++) {

@@ -105,9 +105,11 @@ out:
 	return err;
 }
 
-void rv_resume(struct rbp_pause *pause, const sigset_t *old)
+void rv_resume(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old)
 {
 	rbp_pause_release(pause);
+	if ((uint64_t)rbp_pause_held_ns(pause) > vm->held_ns)
+		vm->held_ns = (uint64_t)rbp_pause_held_ns(pause);
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
@@ -136,7 +138,7 @@ static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t 
 		note_gvl_holder(vm, out);
 	for (size_t i = 0; !err && i < out->n_threads; i++)
 		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
-	rv_resume(pause, old);
+	rv_resume(vm, pause, old);
 	return err;
 }
 
@@ -163,7 +165,7 @@ static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
 	if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
 		return err;
 	if (!rbp_pause_nthreads(pause) || rv_word(vm, vm->gvl_word, &owner) || owner != vm->gvl_th) {
-		rv_resume(pause, &old);
+		rv_resume(vm, pause, &old);
 		vm->gvl_tid = 0;
 		return 1;
 	}
@@ -178,11 +180,16 @@ int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struc
 	sigset_t old;
 	int err;
 
+	out->held_ns = vm->held_ns = 0;
 	if (mode == RBP_PAUSE_NONE || vm->t->is_core)
 		return rbp_vm_read_stacks(vm, out);
-	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1)
+	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1) {
+		out->held_ns = vm->held_ns;
 		return err;
+	}
 	if ((err = rv_pause(vm, NULL, 0, &pause, &old)))
 		return err;
-	return read_held(vm, pause, &old, out);
+	err = read_held(vm, pause, &old, out);
+	out->held_ns = vm->held_ns;
+	return err;
 }

@@ -115,6 +115,9 @@ struct rbp_stacks {
 	size_t cap_pcs, cap_n_pcs;
 	struct rbp_frame *merged;     /* the merged frames being built */
 	size_t cap_merged;
+	/* paused reads: the longest a thread was held stopped (first stop to
+	 * release), nanoseconds; 0 when read without pausing */
+	uint64_t held_ns;
 };
 
 /*
