@@ -152,11 +152,13 @@ static int seize_one(struct rbp_pause *p, pid_t tid)
  * thread that our previous stop interrupted restarts its call on release
  * (the kernel puts the call's number back in rax and moves rip back onto
  * the `syscall` instruction); on a busy machine it may still be waiting
- * for a CPU to re-enter when the next tick stops it, and then shows
- * rax == orig_rax at a `syscall` instruction -- no restart code, yet it
- * has not run an instruction of its own.  Seen at 1000 Hz --on-cpu on a
- * loaded machine: 0.3-2.5 % of a sleeping thread's ticks.  Such a thread
- * is taken as blocked (one PTRACE_PEEKTEXT, only when rax == orig_rax).
+ * for a CPU to re-enter when the next tick stops it, and then shows the
+ * call's number in rax at a `syscall` instruction, with orig_rax either
+ * the same number or -1 (stopped on its way back to user mode) -- no
+ * restart code, yet it has not run an instruction of its own.  Seen at
+ * 1000 Hz --on-cpu on a loaded machine: 0.3-2.5 % of a sleeping thread's
+ * ticks.  Such a thread is taken as blocked: one PTRACE_PEEKTEXT, only
+ * when rax holds a plausible system call number (0-511).
  */
 static int was_running(pid_t tid)
 {
@@ -165,15 +167,15 @@ static int was_running(pid_t tid)
 
 	if (ptrace(PTRACE_GETREGS, tid, NULL, &regs))
 		return -1;
-	long long rax = (long long)regs.rax;
-	if ((long long)regs.orig_rax < 0)
-		return 1;
-	if (rax == (long long)regs.orig_rax) {   /* restarting its call? */
+	long long rax = (long long)regs.rax, orig = (long long)regs.orig_rax;
+	if (rax >= 0 && rax < 512 && (orig < 0 || rax == orig)) {   /* restarting its call? */
 		errno = 0;
 		long word = ptrace(PTRACE_PEEKTEXT, tid, (void *)regs.rip, NULL);
 		if (!errno && (word & 0xffff) == 0x050f)   /* 0f 05: syscall */
 			return 0;
 	}
+	if (orig < 0)
+		return 1;
 	return !(rax == -4 /* EINTR */ || rax == -512 /* ERESTARTSYS */ ||
 		 rax == -513 /* ERESTARTNOINTR */ || rax == -514 /* ERESTARTNOHAND */ ||
 		 rax == -516 /* ERESTART_RESTARTBLOCK */);

@@ -60,6 +60,7 @@ struct rbp_vm {
 	pid_t gvl_tid;                  /* the GVL's holder at the last paused read; 0: none */
 	uint64_t gvl_th;                /* ... its rb_thread_t */
 	uint64_t gvl_word;              /* where the VM names the GVL's owner (walk.c) */
+	struct rbp_hmap thread_tids;    /* rb_thread_t -> OS tid, from the last paused read */
 
 	/* caches keyed by remote address; see the .c files for value encodings */
 	struct rbp_hmap id_names;       /* ID -> const char * */

@@ -34,6 +34,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	rbp_pause_close(vm->pause);
 	rbp_elf_close(vm->elf);
 	rbp_elf_close(vm->debug_elf);
+	rbp_hmap_clear(&vm->thread_tids);
 	rbp_hmap_clear(&vm->id_names);
 	rbp_hmap_clear(&vm->class_paths);
 	rbp_hmap_clear(&vm->iseq_index);
@@ -113,11 +114,20 @@ void rv_resume(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
-/* Note the thread a read found holding the GVL (tid 0: none). */
+/*
+ * Note the thread a read found holding the GVL (tid 0: none), and every
+ * thread's rb_thread_t -> tid, to find the next holder from the GVL's
+ * owner word alone.
+ */
 static void note_gvl_holder(struct rbp_vm *vm, const struct rbp_stacks *s)
 {
 	vm->gvl_tid = 0;
 	vm->gvl_th = 0;
+	rbp_hmap_reset(&vm->thread_tids);
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].addr && s->threads[i].tid > 0 &&
+		    rbp_hmap_put(&vm->thread_tids, s->threads[i].addr, (uint64_t)s->threads[i].tid))
+			break;   /* out of memory: fewer guesses, nothing worse */
 	for (size_t i = 0; i < s->n_threads; i++)
 		if (s->threads[i].has_gvl) {
 			vm->gvl_tid = s->threads[i].tid;
@@ -145,32 +155,48 @@ static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t 
 /*
  * Read with only the GVL holder stopped: Ruby code runs, and a thread's
  * VM stack changes, only under the GVL, so while its holder is stopped
- * no Ruby stack can change.  The holder is guessed from the last read:
- * once it is stopped, one word (the GVL's owner, vm->gvl_word) confirms
- * the guess before the stacks are read.  1 when there is no guess (no
- * thread held the GVL last time) or it was wrong: the caller stops every
- * thread instead -- a free GVL could be taken during the read -- and that
- * read makes the next guess.
+ * no Ruby stack can change.  The holder is guessed from the last read, or
+ * when that guess is wrong or missing, from the GVL's owner word read
+ * without stopping anything (a thread the last read saw).  Once the guess
+ * is stopped, the same word confirms it before the stacks are read; a
+ * wrong guess is corrected once the same way.  1 when there is still no
+ * confirmed holder (the GVL is free or being handed over, or held by a
+ * thread the last read did not see): the caller stops every thread
+ * instead -- a free GVL could be taken during the read -- and that read
+ * makes the next guess.
  */
 static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
 {
 	struct rbp_pause *pause = NULL;
 	pid_t tid = vm->gvl_tid;
-	uint64_t owner;
+	uint64_t th = vm->gvl_th, owner = 0, v;
 	sigset_t old;
 	int err;
 
-	if (tid <= 0 || !vm->gvl_word || !vm->gvl_th)
+	if (!vm->gvl_word)
 		return 1;
-	if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
-		return err;
-	if (!rbp_pause_nthreads(pause) || rv_word(vm, vm->gvl_word, &owner) || owner != vm->gvl_th) {
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (tid <= 0 || !th) {
+			/* ask the VM who holds it now: one word, nothing stopped */
+			if ((!owner && rv_word(vm, vm->gvl_word, &owner)) || !owner ||
+			    !rbp_hmap_get(&vm->thread_tids, owner, &v))
+				break;
+			tid = (pid_t)v;
+			th = owner;
+		}
+		if ((err = rv_pause(vm, &tid, 1, &pause, &old)))
+			return err;
+		owner = 0;
+		if (rbp_pause_nthreads(pause) && !rv_word(vm, vm->gvl_word, &owner) && owner == th) {
+			if ((err = read_held(vm, pause, &old, out)) || vm->gvl_tid == tid)
+				return err;
+			return 1;
+		}
 		rv_resume(vm, pause, &old);
-		vm->gvl_tid = 0;
-		return 1;
+		tid = 0;   /* wrong: the owner word just read names the next guess */
+		th = 0;
 	}
-	if ((err = read_held(vm, pause, &old, out)) || vm->gvl_tid == tid)
-		return err;
+	vm->gvl_tid = 0;
 	return 1;
 }
 

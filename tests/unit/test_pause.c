@@ -256,7 +256,7 @@ static void test_pause_resume(pid_t pid)
 		 */
 		int wrong = 0, rc = rbp_pause_open(pid, &p);
 		CHECK_EQ_INT(rc, RBP_OK);
-		for (int i = 0; !rc && i < 300; i++) {
+		for (int i = 0; !rc && i < 100; i++) {
 			if ((rc = rbp_pause_hold(p)))
 				break;
 			wrong += rbp_pause_running(p, pid) != 0;
