@@ -48,8 +48,11 @@ end
 test("cli/version") do
   r = rbpeek("--version")
   if r.status != 0 then fail("cli/version", r.describe)
-  elsif r.stdout != "rbpeek 0.1.0\n" then fail("cli/version", "printed #{r.stdout.inspect}, expected \"rbpeek 0.1.0\\n\"")
-  else ok("cli/version")
+  elsif r.stdout !~ /\Arbpeek 0\.1\.0 \(commit ([0-9a-f]{12}(-dirty)?|unknown)\)\n\z/
+    fail("cli/version", "printed #{r.stdout.inspect}, expected \"rbpeek 0.1.0 (commit <12 hex digits>)\\n\"")
+  elsif (head = `git -C #{ROOT} rev-parse --short=12 HEAD 2>/dev/null`.strip) != "" && !r.stdout.include?("commit #{head}")
+    fail("cli/version", "printed #{r.stdout.inspect}, but the checkout is at #{head}")
+  else ok("cli/version", r.stdout.strip)
   end
 end
 
