@@ -29,7 +29,7 @@
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
-#                     tests use (tests/e2e/95-install.rb, 96-deb.rb):
+#                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
 #   debhelper, dpkg-dev, lintian   build and check the Debian package
 #   debootstrap       the clean Debian 12 chroot the package is installed in
 #   man-db            man -w rbpeek after make install

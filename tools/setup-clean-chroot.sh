@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tools/setup-clean-chroot.sh [SUITE] - a clean Debian system to install
-# rbpeek's packages into (tests/e2e/96-deb.rb): debootstrap --variant=minbase
+# rbpeek's packages into (tests/e2e/99-deb.rb): debootstrap --variant=minbase
 # of SUITE (default bookworm) plus its package lists, nothing else.  Cached
 # in $RBPEEK_CLEAN_CHROOTS (default /var/cache/rbpeek/clean)/SUITE, which a
 # file READY marks complete; idempotent, and quick when it is there.  Prints
 # the directory.  Tests never change it: they mount an overlay on it (see
-# 96-deb.rb), so every run starts from the same pristine system.
+# 99-deb.rb), so every run starts from the same pristine system.
 #
 # The Debian mirror is the machine's own, read from its apt sources
 # (/etc/apt/sources.list.d/*.sources or /etc/apt/sources.list): the first

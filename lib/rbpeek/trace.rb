@@ -34,8 +34,8 @@ module RbPeek
       raise LoadError, "rbpeek's tracer is not built for this Ruby (#{RUBY_VERSION}, ABI #{abi}, " \
                        "#{RbConfig.ruby})#{built.empty? ? '' : "; #{lib} has it for Ruby ABI #{built.sort.join(', ')}"}. " \
                        "Build it for this Ruby: in rbpeek's source, make install-tracer RUBY=#{RbConfig.ruby} " \
-                       "(with rbpeek's PREFIX), or gem install rbpeek; Debian: apt-get install rbpeek-tracer " \
-                       "(for the distribution's ruby). (#{e.message})"
+                       "(with rbpeek's PREFIX), or gem install rbpeek; for the distribution's ruby, the " \
+                       "rbpeek-tracer package built on this release. (#{e.message})"
     end
     private_class_method :load_extension
   end

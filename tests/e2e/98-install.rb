@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 95-install.rb - installing rbpeek the way a user does from source:
+# 98-install.rb - installing rbpeek the way a user does from source:
 # make install DESTDIR=... PREFIX=/usr/local, then the installed binary
 # records a Ruby program and `rbpeek trace` finds the installed tracer (no
 # environment variable) and names what to do when the Ruby's ABI has no
@@ -8,7 +8,7 @@
 # command, option and -f format of the --help texts; make uninstall leaves
 # no file behind.  Then make dist: the tarball, unpacked where there is no
 # git, builds with make alone and its rbpeek names the commit.
-# 96-deb.rb does the Debian package.
+# 99-deb.rb does the Debian package.
 #
 # e2e-timeout: 600 (make dist's full build takes about 1 min on 2 idle cores)
 require "tmpdir"

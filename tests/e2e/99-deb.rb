@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 96-deb.rb - the Debian packages, built and used the way Debian does it:
+# 99-deb.rb - the Debian packages, built and used the way Debian does it:
 # dpkg-buildpackage -b from the make dist tarball (so that a build in the
 # checkout is never disturbed), lintian with no errors, then
 # apt-get install ./rbpeek_*.deb ./rbpeek-tracer_*.deb into a clean Debian 12
@@ -172,7 +172,7 @@ RUBY
 def copy_debs(o, *pkgs, debs)
   pkgs.map do |pkg|
     FileUtils.cp(debs[pkg], File.join(o.dir, "tmp"))
-    "./#{File.basename(debs[pkg])}"
+    "/tmp/#{File.basename(debs[pkg])}"
   end.join(" ")
 end
 
