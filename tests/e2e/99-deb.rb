@@ -200,44 +200,51 @@ def trace_ok?(o, ruby, p)
   end
 end
 
+# Mount an overlay on lower; check names[0] with install (a lambda (o, p)
+# adding problems to p, returning a note); when that passes, checks.(o)
+# runs the rest of names, else they are skipped.
+def chroot_tests(lower, suite, names, install, checks)
+  Overlay.new(lower, suite) do |o|
+    installed = false
+    check(names.first) do |p|
+      note = install.call(o, p)
+      installed = p.empty?
+      note
+    end
+    installed ? checks.call(o) : skip_all("not installed", names.drop(1))
+  end
+rescue StandardError => e
+  fail(names.first, "#{e.class}: #{e.message}")
+end
+
 # --- Debian 12 --------------------------------------------------------------
 bookworm = run([File.join(ROOT, "tools", "setup-clean-chroot.sh"), "bookworm"], timeout: 500)
 book_names = NAMES.grep(/bookworm/)
 if !bookworm.status&.zero?
   skip_all("no clean bookworm chroot: tools/setup-clean-chroot.sh #{bookworm.describe}", book_names)
 else
-  begin
-    Overlay.new(bookworm.stdout.strip, "bookworm") do |o|
-      installed = false
-      check("deb/bookworm-install") do |p|
-        next p << "the clean chroot already has ruby" if File.exist?(File.join(o.dir, "usr/bin/ruby"))
+  install = lambda do |o, p|
+    next p << "the clean chroot already has ruby" if File.exist?(File.join(o.dir, "usr/bin/ruby"))
 
-        # man-db: a user who runs man has it; minbase does not
-        r = o.apt_install("#{copy_debs(o, 'rbpeek', 'rbpeek-tracer', debs)} man-db")
-        next p << "apt-get install: #{r.describe}\n#{r.stdout.lines.last(8).join}" unless r.status&.zero?
+    # man-db: a user who runs man has it; minbase does not
+    r = o.apt_install("#{copy_debs(o, 'rbpeek', 'rbpeek-tracer', debs)} man-db")
+    next p << "apt-get install: #{r.describe}\n#{r.stdout.lines.last(8).join}" unless r.status&.zero?
 
-        v = o.sh("rbpeek --version")
-        p << "rbpeek --version: #{v.describe}" unless v.stdout.start_with?("rbpeek 0.1.0 (commit ")
-        p << "apt did not pull in ruby (Recommends)" unless File.exist?(File.join(o.dir, "usr/bin/ruby"))
-        comp = File.join(o.dir, "usr/share/bash-completion/completions/rbpeek")
-        p << "no bash completion" unless File.exist?(comp)
-        installed = p.empty?
-        "#{v.stdout.strip}, apt took #{r.elapsed.round} s"
-      end
-      if installed
-        check("deb/bookworm-record") { |p| record_ok?(o, "ruby", p) }
-        check("deb/bookworm-trace") { |p| trace_ok?(o, "ruby", p) }
-        check("deb/bookworm-man") do |p|
-          r = o.sh("man -w rbpeek")
-          p << "man -w rbpeek: #{r.describe}" unless r.status&.zero? && r.stdout.strip == "/usr/share/man/man1/rbpeek.1.gz"
-        end
-      else
-        skip_all("not installed", book_names - ["deb/bookworm-install"])
-      end
-    end
-  rescue StandardError => e
-    fail("deb/bookworm-install", "#{e.class}: #{e.message}")
+    v = o.sh("rbpeek --version")
+    p << "rbpeek --version: #{v.describe}" unless v.stdout.start_with?("rbpeek 0.1.0 (commit ")
+    p << "apt did not pull in ruby (Recommends)" unless File.exist?(File.join(o.dir, "usr/bin/ruby"))
+    p << "no bash completion" unless File.exist?(File.join(o.dir, "usr/share/bash-completion/completions/rbpeek"))
+    "#{v.stdout.strip}, apt took #{r.elapsed.round} s"
   end
+  checks = lambda do |o|
+    check("deb/bookworm-record") { |p| record_ok?(o, "ruby", p) }
+    check("deb/bookworm-trace") { |p| trace_ok?(o, "ruby", p) }
+    check("deb/bookworm-man") do |p|
+      r = o.sh("man -w rbpeek")
+      p << "man -w rbpeek: #{r.describe}" unless r.status&.zero? && r.stdout.strip == "/usr/share/man/man1/rbpeek.1.gz"
+    end
+  end
+  chroot_tests(bookworm.stdout.strip, "bookworm", book_names, install, checks)
 end
 
 # --- Debian 13 --------------------------------------------------------------
@@ -249,45 +256,36 @@ trixie_names = NAMES.grep(/trixie/)
 if !File.exist?(File.join(TRIXIE, "READY"))
   skip_all("no trixie chroot at #{TRIXIE} (tools/setup-rubies.sh --dev 3.3)", trixie_names)
 else
-  begin
-    Overlay.new(TRIXIE, "trixie") do |o|
-      installed = false
-      check("deb/trixie-install") do |p|
-        sim = o.sh("apt-get install -s #{copy_debs(o, 'rbpeek-tracer', debs)} 2>&1", timeout: 120)
-        p << "rbpeek-tracer (built for Ruby 3.1) installs on trixie: docs/install.md says it cannot" if sim.status&.zero?
-        p << "apt's refusal does not name libruby3.1: #{sim.stdout[-400..]}" unless sim.stdout.include?("libruby3.1")
-        r = o.apt_install(copy_debs(o, "rbpeek", debs))
-        next p << "apt-get install ./rbpeek_*.deb: #{r.describe}\n#{r.stdout.lines.last(8).join}" unless r.status&.zero?
+  install = lambda do |o, p|
+    sim = o.sh("apt-get install -s #{copy_debs(o, 'rbpeek-tracer', debs)} 2>&1", timeout: 120)
+    p << "rbpeek-tracer (built for Ruby 3.1) installs on trixie: docs/install.md says it cannot" if sim.status&.zero?
+    p << "apt's refusal does not name libruby3.1: #{sim.stdout[-400..]}" unless sim.stdout.include?("libruby3.1")
+    r = o.apt_install(copy_debs(o, "rbpeek", debs))
+    next p << "apt-get install ./rbpeek_*.deb: #{r.describe}\n#{r.stdout.lines.last(8).join}" unless r.status&.zero?
 
-        installed = true
-        "rbpeek installs; rbpeek-tracer refused for libruby3.1"
-      end
-      if installed
-        check("deb/trixie-record") { |p| record_ok?(o, "ruby3.3", p) }
-        check("deb/trixie-trace") do |p|
-          r = trace(o, "ruby3.3")
-          p << "without a tracer for 3.3: #{r.describe}, expected exit 10" unless r.status == 10
-          p << "no advice in #{r.stderr[0, 500].inspect}" unless r.stderr.include?("make install-tracer RUBY=/usr/bin/ruby3.3")
-          next "no ruby3.3-dev in #{TRIXIE} (DEV_READY): the advice is not followed" unless File.exist?(File.join(TRIXIE, "DEV_READY"))
-
-          # what the message and docs/install.md say to do
-          FileUtils.mkdir_p(File.join(o.dir, "tmp/src"))
-          x = run(["tar", "-xzf", File.join(work, "rbpeek-0.1.0.tar.gz"), "-C", File.join(o.dir, "tmp/src")])
-          next p << "tar: #{x.describe}" unless x.status&.zero?
-
-          m = o.sh("cd /tmp/src/rbpeek-0.1.0 && make install-tracer RUBY=ruby3.3 PREFIX=/usr", timeout: 300)
-          next p << "make install-tracer: #{m.describe}" unless m.status&.zero?
-
-          trace_ok?(o, "ruby3.3", p)
-          "trace on 3.3 after make install-tracer RUBY=ruby3.3 PREFIX=/usr"
-        end
-      else
-        skip_all("not installed", trixie_names - ["deb/trixie-install"])
-      end
-    end
-  rescue StandardError => e
-    fail("deb/trixie-install", "#{e.class}: #{e.message}")
+    "rbpeek installs; rbpeek-tracer refused for libruby3.1"
   end
+  checks = lambda do |o|
+    check("deb/trixie-record") { |p| record_ok?(o, "ruby3.3", p) }
+    check("deb/trixie-trace") do |p|
+      r = trace(o, "ruby3.3")
+      p << "without a tracer for 3.3: #{r.describe}, expected exit 10" unless r.status == 10
+      p << "no advice in #{r.stderr[0, 500].inspect}" unless r.stderr.include?("make install-tracer RUBY=/usr/bin/ruby3.3")
+      next "no ruby3.3-dev in #{TRIXIE} (DEV_READY): the advice is not followed" unless File.exist?(File.join(TRIXIE, "DEV_READY"))
+
+      # what the message and docs/install.md say to do
+      FileUtils.mkdir_p(File.join(o.dir, "tmp/src"))
+      x = run(["tar", "-xzf", File.join(work, "rbpeek-0.1.0.tar.gz"), "-C", File.join(o.dir, "tmp/src")])
+      next p << "tar: #{x.describe}" unless x.status&.zero?
+
+      m = o.sh("cd /tmp/src/rbpeek-0.1.0 && make install-tracer RUBY=ruby3.3 PREFIX=/usr", timeout: 300)
+      next p << "make install-tracer: #{m.describe}" unless m.status&.zero?
+
+      trace_ok?(o, "ruby3.3", p)
+      "trace on 3.3 after make install-tracer RUBY=ruby3.3 PREFIX=/usr"
+    end
+  end
+  chroot_tests(TRIXIE, "trixie", trixie_names, install, checks)
 end
 
 finish
