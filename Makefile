@@ -8,6 +8,8 @@
 #   make valgrind   the end-to-end tests with every rbpeek run under valgrind
 #   make fuzz       run every libFuzzer target for FUZZ_TIME seconds (default 600)
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
+#   make docs       the documentation site (docs/, mkdocs.yml) into build/site;
+#                   open build/site/index.html, no server needed
 #   make install    the binary, man page, completions and tracer into PREFIX
 #                   (default /usr/local; DESTDIR for staging); make uninstall
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
@@ -179,6 +181,14 @@ example: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@examples/run
 
+# The documentation site: Debian's mkdocs (installed if missing), strict, so
+# a link to a page that does not exist fails the build.  tests/docs/10-site.sh
+# checks the result in Chromium.
+docs:
+	@tools/install-docs-deps.sh
+	@mkdocs build --strict --quiet --config-file mkdocs.yml --site-dir $(abspath $(BUILD))/site
+	@echo "docs: $(BUILD)/site/index.html"
+
 # Benchmarks print tables; they are not tests (timing is noisy here).
 bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause
 	@echo "== time to write each format (1,000,000 samples)"
@@ -263,5 +273,5 @@ clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
 
 
-.PHONY: FORCE all ext completions install install-tracer uninstall dist build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins
+.PHONY: FORCE all ext completions install install-tracer uninstall dist build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

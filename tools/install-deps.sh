@@ -23,7 +23,8 @@
 #   clang, libclang-rt-14-dev
 #                     libFuzzer (tests/fuzz, make fuzz-build)
 #   sudo              the privilege tests (rbpeek run under sudo)
-#   tmux              a real terminal for the `rbpeek top` tests
+#   tmux              a real terminal for the `rbpeek top` and Ctrl-Z tests
+#   strace            checks the flags rbpeek creates its temporary files with
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
@@ -36,7 +37,7 @@
 #   zsh               checks the generated zsh completion (zsh -n)
 set -eu
 
-PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
+PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"

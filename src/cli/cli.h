@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-/* Exit codes, documented in the README and the man page. */
+/* Exit codes, documented in docs/troubleshooting.md and the man page. */
 enum rbp_exit {
 	EXIT_OK_ = 0,
 	EXIT_INTERNAL = 1,   /* a bug or an unexpected system error */
@@ -116,16 +116,19 @@ struct rbp_format;
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary
- * file beside it, renamed into place when complete, so a failed write
- * leaves nothing behind.  Under sudo the file is given to the invoking
- * user.  Prints the error; returns 0 or EXIT_OUTPUT.
+ * file beside it (O_EXCL|O_NOFOLLOW), renamed into place when complete, so
+ * a failed write leaves nothing behind.  Under sudo the file is created by
+ * the invoking user (see invoker.h and write.c).  Prints the error;
+ * returns 0 or EXIT_OUTPUT.
  */
 int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
 		   const struct rbp_output_opts *oo, const char *path);
-/* 0 when a file can be created at path (its directory is writable). */
+/*
+ * 0 when a file can be written at path (by the invoking user, under sudo):
+ * its directory is writable, it is not a directory, its name leaves room
+ * for the temporary name.  Else -1 with errno set.
+ */
 int cli_check_writable(const char *path);
-/* Give a file we created to the user who ran sudo (no-op otherwise). */
-void cli_chown_to_invoker(const char *path);
 /*
  * "DIR/rbpeek-PID-YYYYmmdd-HHMMSS.EXT" (DIR "" for the current directory),
  * reserved by creating it empty; "-2", "-3", ... when taken.
@@ -133,7 +136,9 @@ void cli_chown_to_invoker(const char *path);
 void cli_default_output(char *buf, size_t n, const char *dir, int pid, const char *ext);
 /*
  * Write a finished recording: a raw copy in the cache directory
- * ($XDG_CACHE_HOME/rbpeek, announced on stderr) and fmt to output.
+ * ($XDG_CACHE_HOME/rbpeek, announced on stderr) and fmt to output (NULL:
+ * a new "rbpeek-PID-DATE-TIME.EXT" in the current directory).  Under sudo
+ * all of it is done as the invoking user, in that user's cache directory.
  * Prints what it wrote; returns 0 or EXIT_OUTPUT.
  */
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,

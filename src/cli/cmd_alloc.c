@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/signals.h"
 #include "output/output.h"
 #include "proc/target.h"
 #include "proc/uprobe.h"
@@ -82,7 +83,7 @@ static const char alloc_usage[] =
 	"  -h, --help              show this help\n"
 	"\n"
 	"Overhead: every allocation of the target traps into the kernel while rbpeek\n"
-	"watches (microseconds each); see README.md for measured figures.\n"
+	"watches (microseconds each); see docs/commands/alloc.md for measured figures.\n"
 	"\n"
 	"formats:\n";
 
@@ -153,13 +154,6 @@ struct run {
  */
 #define DRAIN_US 250
 #define DRAIN_IDLE_US 20000
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	stop_requested = sig;
-}
 
 static uint64_t now_ns(void)
 {
@@ -677,7 +671,8 @@ static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 	int err;
 
 	*why = "stopped";
-	while (!stop_requested) {
+	while (!cli_stop_signal()) {
+		cli_suspend_if_pending(NULL, NULL);   /* Ctrl-Z: nothing is held here */
 		uint64_t now = now_ns();
 		if (deadline && now >= deadline) {
 			*why = "duration reached";
@@ -861,7 +856,7 @@ static int setup(struct run *r, struct alloc_opts *o, struct cli_subject *subj,
 
 static int finish(struct run *r, const struct rbp_format *fmt)
 {
-	char outbuf[4096], title[512];
+	char title[512];
 	const struct alloc_opts *o = r->o;
 
 	/* the final table on stdout, unless the profile goes there */
@@ -875,13 +870,11 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 			"object meanwhile)\n");
 		return EXIT_NOSAMPLES;
 	}
-	if (!o->output)
-		cli_default_output(outbuf, sizeof(outbuf), "", (int)r->t->pid, fmt->ext);
 	snprintf(title, sizeof(title), "rbpeek alloc: pid %d, %.1f s, %llu allocations, stacks of "
 		 "%llu (1 sample = %.1f allocations)", (int)r->t->pid,
 		 (double)r->p->meta.duration_ns / 1e9, (unsigned long long)r->allocs,
 		 (unsigned long long)r->samples, (double)r->allocs / (double)r->samples);
-	return cli_write_outputs(r->p, fmt, o->output ? o->output : outbuf, o->silent, title);
+	return cli_write_outputs(r->p, fmt, o->output, o->silent, title);
 }
 
 int cmd_alloc(int argc, char **argv)
@@ -893,7 +886,6 @@ int cmd_alloc(int argc, char **argv)
 	struct rbp_profile p;
 	struct run r = { .o = &o, .p = &p, .probes = probes };
 	const struct rbp_format *fmt;
-	struct sigaction sa = { 0 };
 	size_t n_probes = 0;
 	const char *why;
 	int rc, err;
@@ -908,10 +900,7 @@ int cmd_alloc(int argc, char **argv)
 	if ((err = rbp_profile_init(&p)))
 		return cli_fail(err, &subj);
 	subj.pid = o.pid;
-	sa.sa_handler = on_signal;   /* no SA_RESTART: poll ends at once */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cli_signals_init();
 	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)))
 		goto cleanup;
 	p.meta.pid = o.pid;

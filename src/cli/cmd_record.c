@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
+#include "cli/signals.h"
 #include "output/output.h"
 #include "profile/profile.h"
 #include "profile/raw.h"
@@ -59,7 +61,8 @@ static const char record_usage[] =
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
 	"      --silent            no live status on stderr\n"
-	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
+	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
+	"                          where COMMAND runs as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n"
 	"\n"
@@ -79,13 +82,6 @@ struct record_opts {
 	int native;
 	int subprocesses;
 };
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	stop_requested = sig;
-}
 
 static void print_usage(void)
 {
@@ -207,7 +203,7 @@ static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *
 		}
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
 			    (err == RBP_ENOTRUBY && tries < not_ruby_tries);
-		if (!waiting || !retry || stop_requested || (child_pid && child_exited(NULL)))
+		if (!waiting || !retry || cli_stop_signal() || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
 	}
@@ -276,7 +272,13 @@ static void progress(void *ctx, const struct rbp_sampler_status *st, const struc
 
 static int should_stop(void *ctx)
 {
-	return stop_requested != 0;
+	return cli_stop_signal() != 0;
+}
+
+/* Ctrl-Z: stop here, between two samples, never with a thread held. */
+static int suspend(void *ctx)
+{
+	return cli_suspend_if_pending(NULL, NULL);
 }
 
 static const char *stop_words(enum rbp_stop_reason r)
@@ -351,8 +353,6 @@ int cmd_record(int argc, char **argv)
 	struct rbp_vm_opts vo = { 0 };
 	struct live lv = { 0 };
 	const struct rbp_format *fmt;
-	char outbuf[4096];
-	struct sigaction sa = { 0 };
 	int rc, err;
 
 	if ((rc = parse_opts(argc, argv, &o)))
@@ -360,6 +360,8 @@ int cmd_record(int argc, char **argv)
 	if (!(fmt = rbp_format_find(o.format)))
 		return cli_usage_error("record", "unknown format '%s' (valid: %s)", o.format,
 				       rbp_format_names());
+	if (o.cmd && o.no_drop_root && (rc = cli_check_no_drop_root("record", o.cmd[0])))
+		return rc;
 	if (o.output && strcmp(o.output, "-") && cli_check_writable(o.output)) {
 		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o.output, strerror(errno));
 		return EXIT_OUTPUT;
@@ -371,10 +373,7 @@ int cmd_record(int argc, char **argv)
 	}
 	/* wake for each tick within 1 us, not the default 50 us of slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	sa.sa_handler = on_signal;   /* no SA_RESTART: sleeps end at once */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cli_signals_init();
 	if (o.cmd && (child_pid = cli_spawn(o.cmd, o.no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER)) < 0)
 		return EXIT_USAGE;
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
@@ -411,6 +410,7 @@ int cmd_record(int argc, char **argv)
 	o.so.rate_hz = o.rate;
 	o.so.duration_ns = (uint64_t)(o.duration * 1e9);
 	o.so.should_stop = should_stop;
+	o.so.suspend = suspend;
 	o.so.progress = progress;
 	o.so.child_exited = o.cmd ? child_exited : NULL;
 	o.so.ctx = &lv;
@@ -439,10 +439,6 @@ int cmd_record(int argc, char **argv)
 		rc = EXIT_NOSAMPLES;
 	} else {
 		char title[512];
-		if (!o.output) {
-			cli_default_output(outbuf, sizeof(outbuf), "", subj.pid, fmt->ext);
-			o.output = outbuf;
-		}
 		snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
 			 (int)p.meta.pid, *p.meta.cmdline ? " " : "", p.meta.cmdline,
 			 (double)p.meta.duration_ns / 1e9, p.n_samples);
@@ -460,8 +456,9 @@ cleanup:
 	 * --duration it runs on.
 	 */
 	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION) {
-		if (stop_requested)
-			kill(child_pid, stop_requested);
+		int sig = cli_stop_signal();
+		if (sig)   /* INT, TERM, HUP as they came; the others as a polite TERM */
+			kill(child_pid, sig == SIGINT || sig == SIGHUP ? sig : SIGTERM);
 		waitpid(child_pid, NULL, 0);
 	}
 	return rc;

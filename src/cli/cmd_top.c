@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/signals.h"
 #include "cli/term.h"
 #include "output/output.h"
 #include "profile/procset.h"
@@ -92,13 +93,6 @@ struct view {
 	struct rbp_procset *procs;    /* --subprocesses, else NULL */
 	int quit;
 };
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
 
 static int parse_seconds(const char *s, double *out)
 {
@@ -541,7 +535,13 @@ static void progress(void *ctx, const struct rbp_sampler_status *st, const struc
 static int should_stop(void *ctx)
 {
 	const struct view *v = ctx;
-	return v->quit || stop_signal;
+	return v->quit || cli_stop_signal();
+}
+
+/* Ctrl-Z: stop here, between two samples, the terminal given back meanwhile. */
+static int suspend(void *ctx)
+{
+	return cli_suspend_if_pending(term_before_stop, term_after_stop);
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -567,7 +567,6 @@ int cmd_top(int argc, char **argv)
 	struct rbp_sampler_status st;
 	struct rbp_sampler_opts so = { 0 };
 	struct view v = { .thread = -1, .o = &o };
-	struct sigaction sa = { 0 };
 	char cmdline[256];
 	int rc = 0, err;
 
@@ -596,14 +595,11 @@ int cmd_top(int argc, char **argv)
 	v.cmdline = cmdline;
 	p.meta.ruby_version = rbp_profile_str(&p, v.version);
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cli_signals_init();
 	/* every thread paused: the on-CPU share needs each one's state */
 	so = (struct rbp_sampler_opts){ .rate_hz = o.rate, .nonblocking = (uint8_t)o.nonblocking,
 		.pause_all = 1, .duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
-		.progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = nat, .ctx = &v };
+		.suspend = suspend, .progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = nat, .ctx = &v };
 	v.tty = !term_enter();
 	if (v.tty)
 		v.dirty = 1;   /* an empty screen at once, not after a second */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
 
 static const char trace_usage[] =
 	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls]\n"
@@ -40,9 +41,9 @@ static const char trace_usage[] =
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
-	"  --no-drop-root        under sudo, run the program as root (by default it runs as\n"
-	"                        the invoking user, keeping only CAP_PERFMON for the kernel\n"
-	"                        streams)\n"
+	"  --no-drop-root        from a root shell, run the program as root (refused under sudo;\n"
+	"                        there it runs as the invoking user, keeping only CAP_PERFMON\n"
+	"                        for the kernel streams)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
 	"ext/ directory, PREFIX/lib/rbpeek/ruby next to an installed rbpeek (make install,\n"
@@ -126,6 +127,12 @@ static int absolute(const char *out, char *buf, size_t len)
 	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
 }
 
+/* Remove a stale output (as the invoking user under sudo, as every file change). */
+static int unlink_fn(void *path)
+{
+	return unlink(path) && errno != ENOENT ? -errno : 0;
+}
+
 /*
  * Run the program and wait for it.  Under sudo it runs as the invoking user
  * with CAP_PERFMON and a readable copy of tracefs (spawn.c), unless
@@ -141,8 +148,8 @@ static int run(char **cmd, const char *out, int no_drop_root)
 
 	if (tracefs && setenv("RBPEEK_TRACEFS", tracefs, 1))
 		return EXIT_INTERNAL;
-	if (!special)
-		unlink(out);  /* so that a stale file is not taken for this run's trace */
+	if (!special)   /* so that a stale file is not taken for this run's trace */
+		cli_as_invoker(unlink_fn, (void *)out);
 	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER | CLI_SPAWN_KEEP_PERFMON);
 	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
 	signal(SIGTERM, forward);
@@ -211,6 +218,8 @@ int cmd_trace(int argc, char **argv)
 		return cli_usage_error("trace", "give the output file with -o FILE");
 	if (optind >= argc)
 		return cli_usage_error("trace", "give the program to run after --, e.g. -- ruby app.rb");
+	if (no_drop_root && (c = cli_check_no_drop_root("trace", argv[optind])))
+		return c;
 	if (absolute(out, path, sizeof(path)) || cli_check_writable(path)) {
 		fprintf(stderr, "rbpeek: error: cannot write '%s'\n", out);
 		return EXIT_OUTPUT;

@@ -33,23 +33,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
+#include "cli/signals.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
-
-/* The invoking user's ids when we are root under sudo; 0 otherwise. */
-static int invoker(uid_t *uid, gid_t *gid, const char **user)
-{
-	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID");
-
-	if (geteuid() != 0 || !u || !g || !atol(u))
-		return 0;
-	*uid = (uid_t)atol(u);
-	*gid = (gid_t)atol(g);
-	*user = getenv("SUDO_USER");
-	return 1;
-}
 
 /* Keep CAP_PERFMON, and only it, through setuid and exec (ambient). */
 static int keep_perfmon(void)
@@ -69,15 +58,11 @@ static int keep_perfmon(void)
 /* In the child: become the invoking user (with CAP_PERFMON when asked). */
 static int become_invoker(unsigned flags)
 {
-	const char *user = NULL;
-	uid_t uid;
-	gid_t gid;
+	struct cli_invoker inv;
 
-	if (!(flags & CLI_SPAWN_AS_INVOKER) || !invoker(&uid, &gid, &user))
+	if (!(flags & CLI_SPAWN_AS_INVOKER) || !cli_invoker(&inv))
 		return 0;
-	if ((flags & CLI_SPAWN_KEEP_PERFMON) && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0))
-		return -1;
-	if ((user && initgroups(user, gid)) || setgid(gid) || setuid(uid))
+	if (cli_become_invoker(&inv, (flags & CLI_SPAWN_KEEP_PERFMON) != 0))
 		return -1;
 	/* an older kernel without CAP_PERFMON: the tracer says what it misses */
 	if (flags & CLI_SPAWN_KEEP_PERFMON)
@@ -97,8 +82,7 @@ int cli_spawn(char **cmd, unsigned flags)
 		return -1;
 	if (pid == 0) {
 		close(fds[0]);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
+		cli_signals_child_defaults();
 		if (become_invoker(flags)) {
 			e = errno;
 			fprintf(stderr, "rbpeek: error: cannot run '%s' as uid %s: %s\n", cmd[0],
@@ -178,12 +162,11 @@ static int make_dirs(const char *dir, uid_t uid, gid_t gid)
 char *cli_tracefs_copy(void)
 {
 	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
-	const char *user = NULL, *src = NULL;
+	const char *src = NULL;
 	char probe[256], *dir;
-	uid_t uid;
-	gid_t gid;
+	struct cli_invoker inv;
 
-	if (!invoker(&uid, &gid, &user))
+	if (!cli_invoker(&inv))
 		return NULL;
 	for (int pass = 0; pass < 2 && !src; pass++) {
 		for (size_t i = 0; i < sizeof(roots) / sizeof(*roots) && !src; i++) {
@@ -196,8 +179,9 @@ char *cli_tracefs_copy(void)
 	}
 	if (!src || !(dir = strdup("/tmp/rbpeek-tracefs.XXXXXX")))
 		return NULL;
-	if (!mkdtemp(dir) || make_dirs(dir, uid, gid) ||
-	    copy_system(src, dir, "raw_syscalls", uid, gid) || copy_system(src, dir, "sched", uid, gid)) {
+	if (!mkdtemp(dir) || make_dirs(dir, inv.uid, inv.gid) ||
+	    copy_system(src, dir, "raw_syscalls", inv.uid, inv.gid) ||
+	    copy_system(src, dir, "sched", inv.uid, inv.gid)) {
 		cli_tracefs_remove(dir);
 		return NULL;
 	}

@@ -14,10 +14,11 @@
  *   - the caller's quit path (SIGINT/SIGTERM/SIGHUP set a flag there),
  *   - a handler for fatal signals (SEGV, BUS, FPE, ILL, ABRT), installed
  *     with SA_RESETHAND so the signal then takes its default action,
- *   - SIGTSTP (Ctrl-Z): noted by the handler and acted on at the next
- *     term_key() (so rbpeek never stops while it holds the target paused):
- *     restore, stop for real, and once continued take the terminal again
- *     and ask for a full redraw.
+ *   - Ctrl-Z: signals.c notes it and the sampling loop stops rbpeek
+ *     between two samples (never while it holds the target paused), with
+ *     term_before_stop() and term_after_stop() around the stop: restore,
+ *     and once continued take the terminal again and ask for a full
+ *     redraw.
  */
 #include "cli/term.h"
 
@@ -35,7 +36,6 @@
 static struct termios saved;               /* the terminal as we found it */
 static volatile sig_atomic_t active;       /* 1 while the terminal is ours */
 static volatile sig_atomic_t resized;      /* SIGWINCH or SIGCONT seen */
-static volatile sig_atomic_t suspend_pending;   /* Ctrl-Z typed */
 static int handlers_installed;
 
 static void put(const char *s)
@@ -91,23 +91,17 @@ static void on_winch(int sig)
 	resized = 1;
 }
 
-/* Ctrl-Z: noted here, acted on in term_key() (never while the target is paused). */
-static void on_tstp(int sig)
+static int was_active;   /* the terminal was ours when the stop came */
+
+void term_before_stop(void)
 {
-	suspend_pending = 1;
+	was_active = active;
+	term_restore();
 }
 
-/* Give the terminal back, stop for real, and take it again when continued. */
-static void suspend(void)
+void term_after_stop(void)
 {
-	int was = active;
-
-	suspend_pending = 0;
-	term_restore();
-	signal(SIGTSTP, SIG_DFL);
-	raise(SIGTSTP);   /* we stop here until SIGCONT */
-	signal(SIGTSTP, on_tstp);
-	if (was)
+	if (was_active)
 		raw_mode();
 	resized = 1;
 }
@@ -128,8 +122,6 @@ static void install_handlers(void)
 	sa.sa_flags = SA_RESTART;
 	sa.sa_handler = on_winch;
 	sigaction(SIGWINCH, &sa, NULL);
-	sa.sa_handler = on_tstp;
-	sigaction(SIGTSTP, &sa, NULL);
 }
 
 int term_enter(void)
@@ -172,8 +164,6 @@ static int read_byte(void)
 
 int term_key(void)
 {
-	if (suspend_pending)
-		suspend();
 	int c = read_byte();
 
 	if (c != 033)

@@ -23,7 +23,13 @@ int term_take_resize(void);
 
 /* Keys term_key() returns besides plain bytes. */
 enum { TERM_KEY_LEFT = 0x100, TERM_KEY_RIGHT, TERM_KEY_UP, TERM_KEY_DOWN };
-/* The next key typed, or -1 when none is waiting.  Suspends here after Ctrl-Z. */
+/* The next key typed, or -1 when none is waiting. */
 int term_key(void);
+/*
+ * Around a job-control stop (cli_suspend_if_pending): give the terminal
+ * back before, take it again after (when it was ours) and ask for a redraw.
+ */
+void term_before_stop(void);
+void term_after_stop(void);
 
 #endif

@@ -1,10 +1,27 @@
 /*
  * write.c - writing output files safely: temporary file, then rename; the
  * default output names; the raw copy of every recording.
+ *
+ * rbpeek often runs as root (sudo), and output paths are often in shared
+ * directories (/tmp), so every step assumes the path may be hostile:
+ *   - under sudo, every check and every file-system change is made by a
+ *     child that has become the invoking user (cli_as_invoker): rbpeek can
+ *     create or replace only what that user could, and what it creates
+ *     belongs to the user without any chown;
+ *   - the temporary file is created O_CREAT|O_EXCL|O_NOFOLLOW with a
+ *     random name beside the destination: a symlink or file planted at
+ *     any name is never opened, and rename() replaces the destination's
+ *     directory entry itself, never what a symlink there points to;
+ *   - an existing destination that is not a regular file (a device, a
+ *     FIFO, /dev/stdout) is written in place, opened without O_CREAT; when
+ *     it is reached through a symlink, that symlink must belong to us or
+ *     to root, as the kernel's protected_symlinks demands in sticky
+ *     directories.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,32 +30,49 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
 #include "output/output.h"
 #include "util/err.h"
 
-void cli_chown_to_invoker(const char *path)
+/* Why a file cannot be written at path, as an errno value; 0 if it can. */
+static int writable_errno(const char *path)
 {
-	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID");
+	char *copy;
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	int e = 0;
 
-	if (geteuid() != 0 || !uid || !gid)
-		return;
-	if (chown(path, (uid_t)atol(uid), (gid_t)atol(gid)))
-		return;   /* best effort: the file is still there, owned by root */
+	if (!*path)
+		return ENOENT;
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode))
+			return EISDIR;
+		if (!S_ISREG(st.st_mode))
+			return access(path, W_OK) ? errno : 0;
+	}
+	if (strlen(slash ? slash + 1 : path) > NAME_MAX || strlen(path) >= PATH_MAX)
+		return ENAMETOOLONG;
+	if (!(copy = strdup(path)))
+		return ENOMEM;
+	if (access(dirname(copy), W_OK | X_OK))
+		e = errno;
+	free(copy);
+	return e;
+}
+
+static int check_writable_fn(void *arg)
+{
+	return -writable_errno(arg);
 }
 
 int cli_check_writable(const char *path)
 {
-	char *copy = strdup(path);
-	int rc;
+	int rc = cli_as_invoker(check_writable_fn, (void *)path);
 
-	if (!copy)
-		return -1;
-	if (!access(path, F_OK))
-		rc = access(path, W_OK);
-	else
-		rc = access(dirname(copy), W_OK | X_OK);
-	free(copy);
-	return rc;
+	if (!rc)
+		return 0;
+	errno = rc < 0 ? -rc : EACCES;
+	return -1;
 }
 
 /* Write to a stream we do not own (stdout, a device, a FIFO) in place. */
@@ -55,51 +89,132 @@ static int write_in_place(const struct rbp_profile *p, const struct rbp_format *
 	return err ? EXIT_OUTPUT : 0;
 }
 
-int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
-		   const struct rbp_output_opts *oo, const char *path)
+/*
+ * Open an existing non-regular file (device, FIFO) for writing in place:
+ * without O_CREAT or O_TRUNC, following a symlink only when it is ours or
+ * root's.  Returns the fd, or -1 with errno set (ELOOP for a symlink of
+ * someone else's, EEXIST when it turned out to be a regular file).
+ */
+static int open_in_place(const char *path)
 {
-	char tmp[4200];
+	struct stat st;
+	int fd;
+
+	if (!lstat(path, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != geteuid()) {
+		errno = ELOOP;
+		return -1;
+	}
+	if ((fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode)) {   /* replaced meanwhile */
+		close(fd);
+		errno = EEXIST;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A new temporary file beside path: "path.tmpXXXXXX", or "DIR/.rbpeek.tmpXXXXXX"
+ * when the name leaves no room for the suffix; created with
+ * O_EXCL|O_NOFOLLOW and the usual mode (0666 less the umask).  Returns the
+ * fd and its name in tmp, or -1 with errno set.
+ */
+static int create_temp(const char *path, char *tmp, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	mode_t mask = umask(0);
+	int fd, len;
+
+	umask(mask);
+	if (strlen(slash ? slash + 1 : path) + 10 <= NAME_MAX)
+		len = snprintf(tmp, n, "%s.tmpXXXXXX", path);
+	else
+		len = snprintf(tmp, n, "%.*s.rbpeek.tmpXXXXXX", slash ? (int)(slash - path + 1) : 0, path);
+	if (len < 0 || (size_t)len >= n) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	/* mkostemp: O_CREAT|O_EXCL, which never follows a symlink */
+	if ((fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return -1;
+	if (fchmod(fd, 0666 & ~mask)) {
+		int e = errno;
+		close(fd);
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+struct write_job {
+	const struct rbp_profile *p;
+	const struct rbp_format *f;
+	const struct rbp_output_opts *oo;
+	const char *path;
+};
+
+static int write_file_fn(void *arg)
+{
+	const struct write_job *j = arg;
+	char tmp[PATH_MAX + 16];
 	struct stat st;
 	FILE *out;
-	int err, rc;
+	int err, rc, fd;
 
-	if (!strcmp(path, "-"))
-		return write_in_place(p, f, oo, stdout, "stdout");
+	if (!strcmp(j->path, "-"))
+		return write_in_place(j->p, j->f, j->oo, stdout, "stdout");
 	/*
 	 * A device or FIFO (/dev/null, /dev/stdout, a pipe) is written in
 	 * place: renaming a temporary file over it would replace the node.
 	 */
-	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
-		if (!(out = fopen(path, "wb"))) {
-			fprintf(stderr, "rbpeek: error: cannot open '%s': %s\n", path, strerror(errno));
+	if (!stat(j->path, &st) && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode))
+			errno = EISDIR;
+		if (S_ISDIR(st.st_mode) || (fd = open_in_place(j->path)) < 0 ||
+		    !(out = fdopen(fd, "wb"))) {
+			fprintf(stderr, "rbpeek: error: cannot open '%s': %s\n", j->path,
+				errno == ELOOP ? "it is a symlink owned by another user" : strerror(errno));
 			return EXIT_OUTPUT;
 		}
-		rc = write_in_place(p, f, oo, out, path);
+		rc = write_in_place(j->p, j->f, j->oo, out, j->path);
 		if (fclose(out) && !rc) {
-			fprintf(stderr, "rbpeek: error: writing '%s': %s\n", path, strerror(errno));
+			fprintf(stderr, "rbpeek: error: writing '%s': %s\n", j->path, strerror(errno));
 			rc = EXIT_OUTPUT;
 		}
 		return rc;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	if (!(out = fopen(tmp, "wb"))) {
-		fprintf(stderr, "rbpeek: error: cannot create '%s': %s\n", path, strerror(errno));
+	if ((fd = create_temp(j->path, tmp, sizeof(tmp))) < 0 || !(out = fdopen(fd, "wb"))) {
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		fprintf(stderr, "rbpeek: error: cannot create '%s': %s\n", j->path, strerror(e));
 		return EXIT_OUTPUT;
 	}
-	err = f->write(p, oo, out);
+	err = j->f->write(j->p, j->oo, out);
 	if (fclose(out) && !err)
 		err = RBP_EIO;
-	if (!err && rename(tmp, path))
+	if (!err && rename(tmp, j->path))
 		err = RBP_EIO;
 	if (err) {
 		int e = errno;
 		unlink(tmp);
-		fprintf(stderr, "rbpeek: error: writing '%s': %s%s%s\n", path, rbp_strerror(err),
+		fprintf(stderr, "rbpeek: error: writing '%s': %s%s%s\n", j->path, rbp_strerror(err),
 			err == RBP_EIO ? ": " : "", err == RBP_EIO ? strerror(e) : "");
 		return EXIT_OUTPUT;
 	}
-	cli_chown_to_invoker(path);
 	return 0;
+}
+
+int cli_write_file(const struct rbp_profile *p, const struct rbp_format *f,
+		   const struct rbp_output_opts *oo, const char *path)
+{
+	struct write_job j = { p, f, oo, path };
+
+	return cli_as_invoker(write_file_fn, &j);
 }
 
 /* ---- output names ----------------------------------------------------- */
@@ -139,12 +254,10 @@ static int make_dirs(char *path)
 		if (*p != '/')
 			continue;
 		*p = 0;
-		if (!mkdir(path, 0755))
-			cli_chown_to_invoker(path);   /* under sudo: the user's, as a file */
+		mkdir(path, 0755);
 		*p = '/';
 	}
-	if (!mkdir(path, 0755))
-		cli_chown_to_invoker(path);
+	mkdir(path, 0755);
 	return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
 }
 
@@ -169,28 +282,49 @@ static int cache_dir(char *buf, size_t n)
 	return 0;
 }
 
-int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, int silent, const char *title)
+struct outputs_job {
+	const struct rbp_profile *p;
+	const struct rbp_format *fmt;
+	const char *output;   /* NULL: the default name in the current directory */
+	int silent;
+	const char *title;
+};
+
+static int write_outputs_fn(void *arg)
 {
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
-	char dir[4096], raw_path[8192];
-	struct rbp_output_opts oo = { .title = title };
+	const struct outputs_job *j = arg;
+	char dir[4096], raw_path[8192], outbuf[4096];
+	struct rbp_output_opts oo = { .title = j->title };
+	const char *output = j->output;
 	int rc = 0, raw_kept = 0;
 
 	if (!cache_dir(dir, sizeof(dir))) {
-		cli_default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
-		if ((raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path)))
+		cli_default_output(raw_path, sizeof(raw_path), dir, (int)j->p->meta.pid, "raw.gz");
+		if ((raw_kept = !cli_write_file(j->p, &raw_fmt, &oo, raw_path)))
 			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
 				raw_path);
 	}
-	if ((rc = cli_write_file(p, fmt, &oo, output))) {
+	if (!output) {
+		cli_default_output(outbuf, sizeof(outbuf), "", (int)j->p->meta.pid, j->fmt->ext);
+		output = outbuf;
+	}
+	if ((rc = cli_write_file(j->p, j->fmt, &oo, output))) {
 		/* disk full, say: nothing recorded is lost while the raw file is there */
 		if (raw_kept)
 			fprintf(stderr, "hint: the recording is kept: rbpeek report -i %s -f %s -o FILE\n",
-				raw_path, fmt->name);
+				raw_path, j->fmt->name);
 		return rc;
 	}
-	if (!silent || strcmp(output, "-"))
-		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
+	if (!j->silent || strcmp(output, "-"))
+		fprintf(stderr, "rbpeek: wrote %s to %s\n", j->fmt->name, output);
 	return 0;
+}
+
+int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
+		      const char *output, int silent, const char *title)
+{
+	struct outputs_job j = { p, fmt, output, silent, title };
+
+	return cli_as_invoker(write_outputs_fn, &j);
 }

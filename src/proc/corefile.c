@@ -160,7 +160,7 @@ static int file_fd(struct core_reader *r, size_t i)
 
 		f->fd = -2;
 		if (n > 0 && (size_t)n < sizeof(path)) {
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			int fd = rbp_open_regular(path);   /* never a FIFO of the sysroot's */
 
 			f->fd = fd >= 0 ? fd : -2;
 		}

@@ -284,6 +284,22 @@ static int elf_init(struct rbp_elf *e)
 	return err;
 }
 
+int rbp_open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), flags;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (flags = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 /* Open path; on success *out is owned by the caller (rbp_elf_close). */
 int rbp_elf_open(const char *path, struct rbp_elf **out)
 {
@@ -295,12 +311,13 @@ int rbp_elf_open(const char *path, struct rbp_elf **out)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return RBP_ENOMEM;
-	e->fd = open(path, O_RDONLY | O_CLOEXEC);
+	e->fd = rbp_open_regular(path);
 	if (e->fd < 0) {
+		int e_no = errno;
 		free(e);
-		return errno == ENOMEM ? RBP_ENOMEM : RBP_ENOFILE;
+		return e_no == ENOMEM ? RBP_ENOMEM : e_no == EINVAL ? RBP_EBADELF : RBP_ENOFILE;
 	}
-	if (fstat(e->fd, &st) || !S_ISREG(st.st_mode)) {
+	if (fstat(e->fd, &st)) {
 		rbp_elf_close(e);
 		return RBP_EBADELF;
 	}

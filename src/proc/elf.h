@@ -14,6 +14,15 @@ struct rbp_elf;
 
 /* Open an ELF64 little-endian file (ET_EXEC, ET_DYN or ET_CORE). */
 int rbp_elf_open(const char *path, struct rbp_elf **out);
+/*
+ * Open a file the target controls (a path from its maps, under its root,
+ * a core's sysroot) for reading, safely: O_NONBLOCK at open, so that a
+ * FIFO or a device planted there can never block rbpeek (and a paused
+ * target with it), then refused unless it is a regular file; the
+ * descriptor is blocking again for reads.  Returns the fd, or -1 with
+ * errno set (EINVAL for a file that is not regular).
+ */
+int rbp_open_regular(const char *path);
 void rbp_elf_close(struct rbp_elf *e);
 
 /*

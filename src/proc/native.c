@@ -19,7 +19,12 @@
  * unwinds through it.  Libraries loaded later
  * (a C extension required after we attached) show up as an unwind that
  * stops at an address in no module: then /proc/PID/maps is read again
- * (at most once per RESCAN_EVERY unwinds) and new files are added.
+ * (at most once per RESCAN_EVERY unwinds) and new files are added, by
+ * rbp_native_refresh() once the target runs again: no file is opened
+ * while its threads are held.  Every file the target names (its
+ * libraries, their split debug info under its root) is opened with
+ * rbp_open_regular(): a FIFO or device planted at such a path is skipped,
+ * never waited on.
  *
  * Symbols are cached by address: a profile sees the same few thousand
  * return addresses over and over, so each costs one symbol lookup for the
@@ -27,12 +32,16 @@
  */
 #include "proc/native.h"
 
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
+#include "proc/elf.h"
 #include "util/err.h"
 #include "util/hmap.h"
 #include "util/strpool.h"
@@ -50,6 +59,7 @@ struct rbp_native {
 	struct rbp_hmap fdes;        /* module low address -> struct fde_table * (malloc'd) */
 	struct rbp_strpool pool;     /* names, files, module paths */
 	uint64_t last_rescan;        /* stats.unwinds at the last maps re-read */
+	int rescan_wanted;           /* an unwind ended in no module: re-read the maps */
 	struct rbp_native_stats stats;
 };
 
@@ -59,6 +69,124 @@ static uint64_t hash_str(const char *s)
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
 	return h;
+}
+
+/* ---- split debug info, found without blocking ------------------------- */
+
+/* 1 when debug file fd carries the module's build-id (bits, len bytes). */
+static int same_build_id(int fd, const unsigned char *bits, int len)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *id = NULL;
+	ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
+	int same = n == len && id && !memcmp(id, bits, (size_t)len);
+
+	if (elf)
+		elf_end(elf);
+	return same;
+}
+
+/* 1 when the CRC-32 of the whole of fd is crc (a .gnu_debuglink's check). */
+static int same_crc(int fd, GElf_Word crc)
+{
+	unsigned char buf[65536];
+	uLong c = crc32(0L, Z_NULL, 0);
+	off_t off = 0;
+	ssize_t got;
+
+	while ((got = pread(fd, buf, sizeof(buf), off)) > 0) {
+		c = crc32(c, buf, (uInt)got);
+		off += got;
+	}
+	return got == 0 && (GElf_Word)c == crc;
+}
+
+/*
+ * Try one candidate path: opened with rbp_open_regular (a FIFO or device
+ * planted at a debug path never blocks us), and kept only when it is the
+ * module's: same build-id when the module has one, else same CRC.
+ */
+static int try_debug_file(const char *path, const unsigned char *bits, int len, GElf_Word crc,
+			  char **name)
+{
+	int fd = rbp_open_regular(path);
+
+	if (fd < 0)
+		return -1;
+	if (len > 0 ? !same_build_id(fd, bits, len) : crc && !same_crc(fd, crc)) {
+		close(fd);
+		return -1;
+	}
+	*name = strdup(path);
+	return fd;
+}
+
+/*
+ * libdwfl's find_debuginfo, for every module: the build-id file under the
+ * target's root (ROOT/usr/lib/debug/.build-id/xx/rest.debug), then the
+ * .gnu_debuglink name beside the file, in its .debug directory and under
+ * ROOT/usr/lib/debug: the places dwfl_standard_find_debuginfo looks, with
+ * its checks, but opened safely (see rbp_open_regular).
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *link, GElf_Word crc, char **name)
+{
+	struct rbp_native *n = *userdata;
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+	char path[4096], dir[4096], tdir[4096];
+	int len = dwfl_module_build_id(mod, &bits, &vaddr), fd = -1;
+
+	if (!n)
+		return -1;
+	if (len > 0) {
+		int k = snprintf(path, sizeof(path), "%s/usr/lib/debug/.build-id/%02x/", n->t->root, bits[0]);
+		for (int i = 1; i < len && k > 0 && (size_t)k + 3 < sizeof(path); i++)
+			k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bits[i]);
+		if (k > 0 && (size_t)k + 7 < sizeof(path)) {
+			memcpy(path + k, ".debug", 7);
+			if ((fd = try_debug_file(path, bits, len, crc, name)) >= 0)
+				return fd;
+		}
+	}
+	if (!link || !*link || !file_name || !modname)
+		return -1;
+	/* the file's directory as we open it, and as the target sees it */
+	snprintf(dir, sizeof(dir), "%s", file_name);
+	snprintf(tdir, sizeof(tdir), "%s", modname);
+	*(strrchr(dir, '/') ? strrchr(dir, '/') : dir) = 0;
+	*(strrchr(tdir, '/') ? strrchr(tdir, '/') : tdir) = 0;
+	const char *const fmts[] = { "%s%s/%s", "%s%s/.debug/%s", "%s/usr/lib/debug%s/%s" };
+	const char *const pre[] = { "", "", n->t->root };
+	for (size_t i = 0; i < 3 && fd < 0; i++) {
+		int k = snprintf(path, sizeof(path), fmts[i], pre[i], i < 2 ? dir : tdir, link);
+		if (k > 0 && (size_t)k < sizeof(path))
+			fd = try_debug_file(path, len > 0 ? bits : NULL, len, crc, name);
+	}
+	return fd;
+}
+
+/*
+ * Report file (opened safely: never a FIFO or device the target planted)
+ * as module name at base; 1 when libdwfl took it (and the descriptor).
+ */
+static int report_file(struct rbp_native *n, const char *name, const char *file, uint64_t base)
+{
+	int fd = rbp_open_regular(file);
+
+	if (fd < 0)
+		return 0;
+	Dwfl_Module *m = dwfl_report_elf(n->dwfl, name, file, fd, base, false);
+	void **ud;
+
+	if (!m) {
+		close(fd);
+		return 0;
+	}
+	/* find_debuginfo gets n back from here */
+	if (dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+		*ud = n;
+	return 1;
 }
 
 /* Report one mapping at file offset 0 to libdwfl; 1 when it took it. */
@@ -76,8 +204,8 @@ static int report_one(struct rbp_native *n, const struct rbp_mapping *mp)
 	 * declines it.
 	 */
 	return (!rbp_target_path(n->t, mp->path, path, sizeof(path)) &&
-		dwfl_report_elf(n->dwfl, mp->path, path, -1, mp->start, false)) ||
-	       (n->t->root[0] && dwfl_report_elf(n->dwfl, mp->path, mp->path, -1, mp->start, false));
+		report_file(n, mp->path, path, mp->start)) ||
+	       (n->t->root[0] && report_file(n, mp->path, mp->path, mp->start));
 }
 
 /* Report every file mapping of m not reported yet; *added counts new ones. */
@@ -120,7 +248,7 @@ int rbp_native_open(struct rbp_target *t, struct rbp_native **out)
 		return RBP_ENOMEM;
 	}
 	n->cb.find_elf = dwfl_linux_proc_find_elf;   /* for the vDSO; files are given */
-	n->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	n->cb.find_debuginfo = find_debuginfo;
 	n->cb.debuginfo_path = &n->debuginfo_path;
 	if (!(n->dwfl = dwfl_begin(&n->cb))) {
 		rbp_native_close(n);
@@ -192,6 +320,15 @@ static int rescan(struct rbp_native *n)
 	return added > 0;
 }
 
+void rbp_native_refresh(struct rbp_native *n)
+{
+	if (n && n->rescan_wanted &&
+	    (!n->stats.rescans || n->stats.unwinds - n->last_rescan >= RESCAN_EVERY)) {
+		n->rescan_wanted = 0;
+		rescan(n);
+	}
+}
+
 int rbp_native_unwind(struct rbp_native *n, pid_t tid, uint64_t *pcs, size_t cap,
 		      size_t *count)
 {
@@ -202,12 +339,9 @@ int rbp_native_unwind(struct rbp_native *n, pid_t tid, uint64_t *pcs, size_t cap
 		return RBP_EINVAL;
 	n->stats.unwinds++;
 	dwfl_getthread_frames(n->dwfl, tid, frame_cb, &u);
-	if (u.n && u.n < cap && !dwfl_addrmodule(n->dwfl, pcs[u.n - 1]) &&
-	    (!n->stats.rescans || n->stats.unwinds - n->last_rescan >= RESCAN_EVERY) &&
-	    rescan(n)) {
-		u.n = 0;
-		dwfl_getthread_frames(n->dwfl, tid, frame_cb, &u);
-	}
+	/* no file is opened here, while the thread is held: rbp_native_refresh() */
+	if (u.n && u.n < cap && !dwfl_addrmodule(n->dwfl, pcs[u.n - 1]))
+		n->rescan_wanted = 1;
 	n->stats.frames += u.n;
 	*count = u.n;
 	if (!u.n)

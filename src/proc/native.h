@@ -59,6 +59,12 @@ void rbp_native_close(struct rbp_native *n);  /* NULL-safe */
 int rbp_native_unwind(struct rbp_native *n, pid_t tid, uint64_t *pcs, size_t cap,
 		      size_t *count);
 
+/*
+ * After the threads were released: take in the libraries the target
+ * loaded since the last look, when an unwind ended in no known module
+ * (rate-limited).  NULL-safe.
+ */
+void rbp_native_refresh(struct rbp_native *n);
 /* Symbol of an address from rbp_native_unwind (cached by address). */
 int rbp_native_symbol(struct rbp_native *n, uint64_t pc, const struct rbp_native_sym **out);
 

@@ -11,21 +11,39 @@
  * against what has been read, arrays grow as records arrive (a huge count in
  * a small file cannot make it allocate much), and gzip's CRC catches
  * corruption the structure does not.
+ *
+ * What a file can make rbpeek do is bounded by the file's size, since
+ * gzip expands up to ~1000x (a 777 KB file of one repeated sample once made
+ * `report` take 3.3 GB and a minute):
+ *   - the stream may expand to at most RAW_MAX_RATIO times the file's size
+ *     (plus RAW_MAX_SLACK): rbpeek's own raw files expand 1-3x, since
+ *     sample times vary in their low bits;
+ *   - the stacks the samples name, each counted once with its depth (what
+ *     every output writes out), may hold at most RAW_MAX_EXPAND frames per
+ *     expanded byte (plus RAW_MAX_SLACK): a 2 MB chain of 2 million nested
+ *     nodes with samples at a thousand depths would otherwise ask the
+ *     writers for billions of frames.
+ * Either gives RBP_ERAWBIG, before any output is written.
  */
 #include "profile/raw.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "util/err.h"
 #include "util/gz.h"
+#include "util/hmap.h"
 #include "util/strtab.h"
 #include "util/vec.h"
 
 #define END_MARK 0x454e44   /* "END" */
 #define MAX_COUNT (1u << 30)
 #define MAX_STR (1u << 20)
+#define RAW_MAX_RATIO 32
+#define RAW_MAX_EXPAND 64
+#define RAW_MAX_SLACK (4ull << 20)
 
 /* ---- writing ------------------------------------------------------- */
 
@@ -124,6 +142,8 @@ done:
 struct rd {
 	gzFile f;
 	int err;            /* sticky */
+	uint64_t read;      /* bytes of the expanded stream read so far */
+	uint64_t limit;     /* the most it may expand to (RAW_MAX_RATIO) */
 	const char **strs;  /* interned in the profile */
 	size_t n_strs;
 };
@@ -134,6 +154,8 @@ static int get_bytes(struct rd *r, void *buf, size_t n)
 		return r->err;
 	if (n && gzread(r->f, buf, (unsigned)n) != (int)n)
 		r->err = RBP_EBADRAW;
+	else if ((r->read += n) > r->limit)
+		r->err = RBP_ERAWBIG;
 	return r->err;
 }
 
@@ -300,15 +322,43 @@ static void read_samples(struct rd *r, struct rbp_profile *p)
 	}
 }
 
+/*
+ * The frames of every distinct sampled stack of every thread, added up
+ * (what the per-thread outputs write): RBP_ERAWBIG when over max.
+ */
+static int check_expansion(const struct rbp_profile *p, uint64_t max)
+{
+	struct rbp_hmap seen = { 0 };
+	uint64_t frames = 0, v;
+	int err = RBP_OK;
+
+	for (size_t i = 0; i < p->n_samples && !err; i++) {
+		const struct rbp_sample *s = &p->samples[i];
+		uint64_t key = ((uint64_t)s->thread + 1) << 32 | s->node;
+		if (rbp_hmap_get(&seen, key, &v))
+			continue;
+		if ((err = rbp_hmap_put(&seen, key, 1)))
+			break;
+		if ((frames += p->nodes[s->node].depth) > max)
+			err = RBP_ERAWBIG;
+	}
+	rbp_hmap_clear(&seen);
+	return err;
+}
+
 int rbp_raw_read(const char *path, struct rbp_profile *p)
 {
 	struct rd r = { 0 };
 	char magic[sizeof(RBP_RAW_MAGIC)] = { 0 };
 	uint8_t version = 0;
+	struct stat st;
 	int err;
 
 	if ((err = rbp_profile_init(p)))
 		return err;
+	if (stat(path, &st))
+		return RBP_EIO;
+	r.limit = (uint64_t)st.st_size * RAW_MAX_RATIO + RAW_MAX_SLACK;
 	if (!(r.f = gzopen(path, "rb")))
 		return RBP_EIO;
 	get_bytes(&r, magic, strlen(RBP_RAW_MAGIC));
@@ -334,6 +384,8 @@ int rbp_raw_read(const char *path, struct rbp_profile *p)
 		if (z != Z_OK && z != Z_STREAM_END)
 			r.err = RBP_EBADRAW;
 	}
+	if (!r.err)
+		r.err = check_expansion(p, r.read * RAW_MAX_EXPAND + RAW_MAX_SLACK);
 	free(r.strs);
 	gzclose(r.f);
 	return r.err;

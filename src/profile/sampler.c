@@ -399,6 +399,16 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	p->meta.by_function = o->by_function;
 	p->meta.start_unix_ns = now_ns(CLOCK_REALTIME);
 	while (!(st->stop = check_stop(&l, now_ns(CLOCK_MONOTONIC) - start))) {
+		if (o->suspend) {
+			uint64_t before = now_ns(CLOCK_MONOTONIC);
+			if (o->suspend(o->ctx)) {
+				uint64_t stopped = now_ns(CLOCK_MONOTONIC) - before;
+				start += stopped;
+				next_progress += stopped;
+				deadline = now_ns(CLOCK_MONOTONIC);
+				continue;
+			}
+		}
 		uint64_t now = waker_sleep(&w, deadline);
 		if (now < deadline)
 			continue;   /* woken by a signal: re-check for a stop */

@@ -78,6 +78,15 @@ struct rbp_sampler_opts {
 	struct rbp_native *native;
 	/* Polled between ticks: nonzero stops the loop.  May be NULL. */
 	int (*should_stop)(void *ctx);
+	/*
+	 * Polled between ticks, while no thread of any target is held: may
+	 * block (job control: the caller stops its own process until SIGCONT)
+	 * and returns nonzero when it did.  The schedule then starts again
+	 * from the time it returned: the ticks missed while stopped are
+	 * neither late nor counted, and the time stopped is not part of the
+	 * recording's duration.  May be NULL.
+	 */
+	int (*suspend)(void *ctx);
 	/* Called about every progress_ns with the status so far.  May be NULL. */
 	void (*progress)(void *ctx, const struct rbp_sampler_status *st,
 			 const struct rbp_profile *p);

@@ -226,6 +226,7 @@ int rbp_vm_read_stacks_native(struct rbp_vm *vm, struct rbp_native *nat, struct 
 		return RBP_EINVAL;
 	if ((err = read_paused(vm, nat, out)))
 		return err;
+	rbp_native_refresh(nat);   /* file I/O only now, the target running */
 	for (size_t i = 0; i < out->n_threads; i++) {
 		struct rbp_thread *th = &out->threads[i];
 		size_t first = n;

@@ -78,11 +78,21 @@ int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **
 	sigset_t hold;
 	int err;
 
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
+	/*
+	 * Hold every asynchronous signal while threads are held, so that none
+	 * can stop rbpeek (Ctrl-Z: SIGTSTP, SIGTTIN, SIGTTOU) or kill it (INT,
+	 * TERM, PIPE, XFSZ, ...) with the target frozen: whatever arrives takes
+	 * effect after the release.  SIGKILL and SIGSTOP cannot be held (the
+	 * kernel releases a dead tracer's tracees); faults must not be.
+	 */
+	sigfillset(&hold);
+	sigdelset(&hold, SIGSEGV);
+	sigdelset(&hold, SIGBUS);
+	sigdelset(&hold, SIGFPE);
+	sigdelset(&hold, SIGILL);
+	sigdelset(&hold, SIGTRAP);
+	sigdelset(&hold, SIGSYS);
+	sigdelset(&hold, SIGABRT);
 	sigprocmask(SIG_BLOCK, &hold, old);
 	*pause = NULL;
 	if (!vm->pause && (err = rbp_pause_open(vm->t->pid, &vm->pause)))

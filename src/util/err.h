@@ -40,6 +40,7 @@ enum rbp_err {
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */
+	RBP_ERAWBIG = -31,  /* a raw file that expands far beyond its size (a bomb) */
 };
 
 /* A static English description of an error code ("no such process"). */

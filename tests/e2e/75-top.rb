@@ -10,6 +10,7 @@
 # Ctrl-C, SIGTERM and the target's exit; the target never left stopped.
 require_relative "lib/e2e"
 require_relative "lib/record"
+require_relative "lib/term"
 include E2E
 
 R = Record
@@ -24,65 +25,6 @@ def rows_of(text)
     m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
     [m[1].to_f, m[2].to_f, m[3], m[4]]
   end
-end
-
-# A terminal: tmux server on its own socket, one window running sh.
-class Term
-  attr_reader :sock
-
-  def initialize(cols: 120, rows: 30)
-    @dir = R.tmp("tmux", mkdir: true)
-    @sock = "rbpeek-top-#{$$}-#{rand(1 << 30)}"
-    @env = { "TMUX_TMPDIR" => @dir, "TERM" => "xterm", "PS1" => "$ " }
-    tmux("new-session", "-d", "-x", cols.to_s, "-y", rows.to_s, "sh")
-  end
-
-  def tmux(*args)
-    out = IO.popen(@env, ["tmux", "-L", @sock, *args], err: %i[child out], &:read)
-    raise "tmux #{args.first} failed: #{out}" unless $?.success?
-
-    out
-  end
-
-  def keys(*k)
-    tmux("send-keys", *k)
-  end
-
-  def type(line)
-    tmux("send-keys", "-l", line)
-    tmux("send-keys", "Enter")
-  end
-
-  def screen
-    tmux("capture-pane", "-p")
-  end
-
-  # Wait until the screen matches re; the screen, or raise with it.
-  def wait_for(re, timeout: 8)
-    deadline = R.mono + timeout
-    loop do
-      s = screen
-      return s if s =~ re
-      raise "screen never matched #{re.inspect} within #{timeout} s; it shows:\n#{s.rstrip}" if R.mono > deadline
-
-      sleep 0.1
-    end
-  end
-
-  def close
-    tmux("kill-server")
-  rescue StandardError
-    nil
-  ensure
-    FileUtils.rm_rf(@dir)
-  end
-end
-
-def with_term(**kw)
-  t = Term.new(**kw)
-  yield t
-ensure
-  t&.close
 end
 
 # Start top in the terminal; returns the first full screen.

@@ -21,7 +21,8 @@ include E2E
 
 USER = "rbpeek-e2e"
 SUDOERS = "/etc/sudoers.d/rbpeek-e2e"
-names = %w[privilege/sudo-spawn privilege/sudo-trace]
+names = %w[privilege/sudo-spawn privilege/sudo-trace privilege/sudo-no-overwrite privilege/sudo-check-first
+           privilege/sudo-no-drop-root]
 exit 0 if skip_without_rbpeek(names)
 
 def why_not
@@ -86,7 +87,7 @@ test("privilege/sudo-spawn") do
     out = File.join(dir, "out.txt")
     ids = File.join(dir, "ids")
     script = "File.write(#{ids.inspect}, [Process.uid, Process.euid, Process.gid, Process.egid, " \
-             "Process.groups.sort.join(%q(,))].join(' ')); def work; i = 0; i += 1 while i < 10_000; end; " \
+             "Process.groups.sort.join(%q(,)), ENV['HOME']].join(' ')); def work; i = 0; i += 1 while i < 10_000; end; " \
              "t = Time.now; work while Time.now - t < 1"
     res = run_sudo.(["record", "-f", "collapsed", "-o", out, "--", RbConfig.ruby, "-e", script])
     raise "sudo rbpeek record: #{res.describe}" unless res.status&.zero?
@@ -97,6 +98,7 @@ test("privilege/sudo-spawn") do
     want = [pw.uid, pw.uid, pw.gid, pw.gid].map(&:to_s)
     probs << "program ran as uid/euid/gid/egid #{got.first(4).join('/')}, expected #{want.join('/')}" unless got.first(4) == want
     probs << "program kept root's groups: #{got[4].inspect}" if got[4].to_s.split(",").include?("0")
+    probs << "program's HOME is #{got[5].inspect}, expected the user's (#{pw.dir})" unless got[5] == pw.dir
     raw = Record.raw_path_of(res)
     probs << "no raw file reported: #{Record.stderr_of(res)[-300..].inspect}" unless raw
     [out, ids, raw].compact.each do |f|
@@ -151,6 +153,86 @@ test("privilege/sudo-trace") do
   elsif !kernel then skip("privilege/sudo-trace", "the kernel streams are not available here at all")
   else ok("privilege/sudo-trace", "program as #{USER} with CAP_PERFMON only; syscalls traced; trace file #{USER}'s")
   end
+end
+
+# A raw file to convert, made as the user (sudo rbpeek record).
+def user_raw(dir, run_sudo)
+  res = run_sudo.(["record", "-f", "collapsed", "-o", File.join(dir, "r.txt"), "--", RbConfig.ruby, "-e",
+                   "def work; i = 0; i += 1 while i < 10_000; end; t = Time.now; work while Time.now - t < 0.5"])
+  raw = Record.raw_path_of(res)
+  raise "sudo rbpeek record made no raw file: #{res.describe}" unless res.status&.zero? && raw && File.size?(raw)
+
+  raw
+end
+
+# `sudo rbpeek report -o VICTIM`, as the user: refused (exit 10), VICTIM as it was.
+test("privilege/sudo-no-overwrite") do
+  probs = []
+  as_user do |dir, _pw, run_sudo|
+    raw = user_raw(dir, run_sudo)
+    rootdir = Dir.mktmpdir("rbpeek-rootonly-")
+    File.chmod(0o755, rootdir)
+    begin
+      victims = {
+        "a root-owned file in a root-only directory" => File.join(rootdir, "passwd"),
+        # sticky /tmp: the user may create files there, never replace another's
+        "a root-owned file in sticky /tmp" => File.join(Dir.tmpdir, "rbpeek-victim-#{$$}")
+      }
+      victims.each do |what, victim|
+        File.write(victim, "root's data\n", perm: 0o644)
+        File.chown(0, 0, victim)
+        res = run_sudo.(["report", "-i", raw, "-f", "collapsed", "-o", victim])
+        st = File.lstat(victim)
+        probs << "#{what}: exit #{res.status.inspect}, expected 10: #{res.stderr[0, 300]}" unless res.status == 10
+        probs << "#{what}: #{victim} now owned by #{st.uid}:#{st.gid}, expected 0:0" unless [st.uid, st.gid] == [0, 0]
+        probs << "#{what}: #{victim} was changed" unless st.file? && File.read(victim) == "root's data\n"
+        left = Dir.glob("#{victim}.tmp*")
+        probs << "#{what}: temporary files left: #{left}" unless left.empty?
+      ensure
+        File.unlink(victim) if File.exist?(victim)
+      end
+    ensure
+      FileUtils.rm_rf(rootdir)
+    end
+  end
+  probs.empty? ? ok("privilege/sudo-no-overwrite", "root's files refused and untouched") : fail("privilege/sudo-no-overwrite", probs.join("\n"))
+end
+
+# An output the user cannot write is refused at once: the program never runs.
+test("privilege/sudo-check-first") do
+  probs = []
+  as_user do |dir, _pw, run_sudo|
+    rootdir = Dir.mktmpdir("rbpeek-rootonly-")
+    File.chmod(0o755, rootdir)
+    ran = File.join(dir, "ran")
+    begin
+      res = run_sudo.(["record", "-o", File.join(rootdir, "out.svg"), "--", RbConfig.ruby, "-e",
+                       "File.write(#{ran.inspect}, 'x'); sleep 1"])
+      probs << "exit #{res.status.inspect}, expected 10: #{res.stderr[0, 300]}" unless res.status == 10
+      probs << "no error naming the file: #{res.stderr[0, 300].inspect}" unless res.stderr.include?("cannot write '#{File.join(rootdir, 'out.svg')}'")
+      probs << "the program ran although its output could never be written" if File.exist?(ran)
+      probs << "files appeared in the root-only directory: #{Dir.children(rootdir)}" unless Dir.children(rootdir).empty?
+    ensure
+      FileUtils.rm_rf(rootdir)
+    end
+  end
+  probs.empty? ? ok("privilege/sudo-check-first", "refused before recording") : fail("privilege/sudo-check-first", probs.join("\n"))
+end
+
+# --no-drop-root under sudo would be a root shell: refused, COMMAND never run.
+test("privilege/sudo-no-drop-root") do
+  probs = []
+  as_user do |dir, _pw, run_sudo|
+    ran = File.join(dir, "ran")
+    %w[record trace].each do |cmd|
+      res = run_sudo.([cmd, "--no-drop-root", "-o", File.join(dir, "out"), "--", "/bin/sh", "-c", "id -u > #{ran}"])
+      probs << "#{cmd}: exit #{res.status.inspect}, expected 2: #{res.stderr[0, 300]}" unless res.status == 2
+      probs << "#{cmd}: no reason given: #{res.stderr[0, 300].inspect}" unless res.stderr.include?("--no-drop-root is refused under sudo")
+      probs << "#{cmd}: the program ran (as uid #{File.read(ran).strip})" if File.exist?(ran)
+      FileUtils.rm_f(ran)
+    end
+  end
+  probs.empty? ? ok("privilege/sudo-no-drop-root", "refused for record and trace") : fail("privilege/sudo-no-drop-root", probs.join("\n"))
 end
 
 finish
