@@ -59,7 +59,7 @@ LIB       := $(BUILD)/librbpeek.a
 BIN       := $(BUILD)/rbpeek
 COMPLETIONS := $(BUILD)/completions/rbpeek.bash $(BUILD)/completions/_rbpeek
 
-all: $(BIN) $(if $(filter 1,$(SAN)),,ext) $(COMPLETIONS)
+all: $(BIN) $(if $(filter 1,$(SAN)),,ext $(COMPLETIONS))
 
 # The tracer, a Ruby C extension (ext/rbpeek), built against $(RUBY)'s headers
 # (Debian: ruby-dev) into $(BUILD)/ext, next to a copy of lib/, so that
