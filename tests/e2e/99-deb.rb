@@ -231,7 +231,8 @@ else
     next p << "apt-get install: #{r.describe}\n#{r.stdout.lines.last(8).join}" unless r.status&.zero?
 
     v = o.sh("rbpeek --version")
-    p << "rbpeek --version: #{v.describe}" unless v.stdout.start_with?("rbpeek 0.1.0 (commit ")
+    head = E2E.run(%w[git rev-parse --short=12 HEAD]).stdout.strip   # what make dist packed
+    p << "rbpeek --version: #{v.describe}, expected commit #{head}" unless v.stdout == "rbpeek 0.1.0 (commit #{head})\n"
     p << "apt did not pull in ruby (Recommends)" unless File.exist?(File.join(o.dir, "usr/bin/ruby"))
     p << "no bash completion" unless File.exist?(File.join(o.dir, "usr/share/bash-completion/completions/rbpeek"))
     "#{v.stdout.strip}, apt took #{r.elapsed.round} s"
