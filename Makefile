@@ -10,9 +10,21 @@
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make docs       the documentation site (docs/, mkdocs.yml) into build/site;
 #                   open build/site/index.html, no server needed
+#   make install    the binary, man page, completions and tracer into PREFIX
+#                   (default /usr/local; DESTDIR for staging); make uninstall
+#   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
 #   make clean
 
 VERSION   := 0.1.0
+# The commit rbpeek is built from, for --version: the COMMIT file that
+# `make dist` puts in a source tarball, else git's HEAD (with "-dirty" when
+# the tree has changes) when this directory is a git checkout of its own,
+# else "unknown".
+COMMIT    := $(shell cat COMMIT 2>/dev/null || \
+	{ cdup=$$(git rev-parse --show-cdup 2>/dev/null) && [ -z "$$cdup" ] && \
+	  c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+	  { git diff-index --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; }; } || \
+	echo unknown)
 BUILD     ?= build
 CC        ?= cc
 CFLAGS    ?= -O2 -g
@@ -45,8 +57,9 @@ CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/librbpeek.a
 BIN       := $(BUILD)/rbpeek
+COMPLETIONS := $(BUILD)/completions/rbpeek.bash $(BUILD)/completions/_rbpeek
 
-all: $(BIN) $(if $(filter 1,$(SAN)),,ext)
+all: $(BIN) $(if $(filter 1,$(SAN)),,ext $(COMPLETIONS))
 
 # The tracer, a Ruby C extension (ext/rbpeek), built against $(RUBY)'s headers
 # (Debian: ruby-dev) into $(BUILD)/ext, next to a copy of lib/, so that
@@ -59,16 +72,23 @@ EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
 EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c ext/rbpeek/ktrace.c \
              src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
 EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
+# The Ruby ABI (RbConfig's ruby_version, e.g. 3.1.0) and headers the
+# extension is built for; a change (make RUBY=other-ruby) rebuilds it.
+RUBY_ABI   = $(shell $(RUBY) -e 'print RbConfig::CONFIG["ruby_version"]' 2>/dev/null)
+EXT_STAMP := $(EXT_DIR)/ruby.stamp
 
 ext:
 	@set -- $(RUBY_CFG); \
 	if [ $$# -lt 3 ] || [ ! -f "$$1/ruby.h" ]; then \
 		echo "make: skipping the tracer extension: no Ruby headers for '$(RUBY)' (install ruby-dev)"; \
 	else \
+		mkdir -p $(EXT_DIR); \
+		echo "$(RUBY_ABI) $(RUBY_CFG)" >$(EXT_STAMP).tmp; \
+		if cmp -s $(EXT_STAMP).tmp $(EXT_STAMP); then rm -f $(EXT_STAMP).tmp; else mv -f $(EXT_STAMP).tmp $(EXT_STAMP); fi; \
 		$(MAKE) --no-print-directory RUBY_HDR="$$1" RUBY_ARCHHDR="$$2" RUBY_LIBDIR="$$3" RUBY_LIBARG="$$4" $(EXT_SO) $(EXT_LIB); \
 	fi
 
-$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/util/gz.h $(BUILD)/gen/rbk_syscalls.h
+$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/util/gz.h $(BUILD)/gen/rbk_syscalls.h $(EXT_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(BUILD)/gen -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
 		-o $@ $(EXT_SRC) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
@@ -76,6 +96,15 @@ $(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/u
 $(EXT_DIR)/%.rb: lib/%.rb
 	@mkdir -p $(dir $@)
 	cp $< $@
+
+# The commit is in a generated header, rewritten only when it changes, so
+# that main.o is rebuilt then and only then.
+$(BUILD)/gen/rbp_commit.h: FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define RBP_COMMIT "%s"\n' '$(COMMIT)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(BUILD)/src/cli/main.o: $(BUILD)/gen/rbp_commit.h
+$(BUILD)/src/cli/main.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -185,9 +214,64 @@ $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
 $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# Bash and zsh completions, generated from the --help texts of the binary.
+$(COMPLETIONS) &: $(BIN) tools/gen-completions.sh
+	tools/gen-completions.sh $(BIN) $(BUILD)/completions
+
+completions: $(COMPLETIONS)
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the man page, the
+# completions and the tracer.  The tracer's Ruby files go to TRACERDIR and
+# its extension, built for one Ruby ABI, to TRACERDIR/<ABI>/ (<ABI> is
+# RbConfig's ruby_version, e.g. 3.1.0); `rbpeek trace` finds TRACERDIR as
+# ../lib/rbpeek/ruby from its own binary, and lib/rbpeek/trace.rb picks the
+# extension of the Ruby it runs in.  make install-tracer RUBY=other-ruby
+# adds the extension for another Ruby.
+PREFIX      ?= /usr/local
+BINDIR      := $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+TRACERDIR   := $(PREFIX)/lib/rbpeek/ruby
+INSTALL     ?= install
+TRACER_RB   := $(patsubst lib/%,%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
+
+install: $(BIN) $(COMPLETIONS)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/rbpeek
+	$(INSTALL) -m 644 docs/rbpeek.1 $(DESTDIR)$(MANDIR)/man1/rbpeek.1
+	$(INSTALL) -m 644 $(BUILD)/completions/rbpeek.bash $(DESTDIR)$(BASHCOMPDIR)/rbpeek
+	$(INSTALL) -m 644 $(BUILD)/completions/_rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+	@$(MAKE) --no-print-directory install-tracer
+
+install-tracer: ext
+	@if [ ! -f $(EXT_SO) ]; then echo "make: not installing the tracer: it is not built (no ruby-dev for '$(RUBY)')"; exit 0; fi; \
+	read abi rest <$(EXT_STAMP); set -x; \
+	for f in $(TRACER_RB); do $(INSTALL) -D -m 644 lib/$$f $(DESTDIR)$(TRACERDIR)/$$f || exit 1; done; \
+	$(INSTALL) -D -m 644 $(EXT_SO) $(DESTDIR)$(TRACERDIR)/$$abi/rbpeek/trace_ext.so
+
+# Removes what install put there (every tracer ABI included), not the
+# directories it shares with other software.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/rbpeek $(DESTDIR)$(MANDIR)/man1/rbpeek.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+	rm -rf $(DESTDIR)$(PREFIX)/lib/rbpeek
+
+# make dist: build/rbpeek-VERSION.tar.gz, the committed tree (git archive of
+# HEAD) plus a COMMIT file naming it, for --version without git.
+DIST := rbpeek-$(VERSION)
+
+dist:
+	@git rev-parse --verify -q HEAD >/dev/null || { echo "make dist: needs a git checkout" >&2; exit 1; }
+	@git diff-index --quiet HEAD -- || echo "make dist: note: uncommitted changes are not in the tarball" >&2
+	@mkdir -p $(BUILD)/dist
+	git rev-parse --short=12 HEAD >$(BUILD)/dist/COMMIT
+	git archive --format=tar.gz --prefix=$(DIST)/ --add-file=$(BUILD)/dist/COMMIT -o $(BUILD)/$(DIST).tar.gz HEAD
+	@echo "make dist: $(BUILD)/$(DIST).tar.gz"
+
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
 
 
-.PHONY: all ext build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
+.PHONY: FORCE all ext completions install install-tracer uninstall dist build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -28,10 +28,20 @@
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
+#
+#   tools/install-deps.sh --packaging   also what packaging needs and its
+#                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
+#   debhelper, dpkg-dev, lintian   build and check the Debian package
+#   debootstrap       the clean Debian 12 chroot the package is installed in
+#   man-db            man -w rbpeek after make install
+#   zsh               checks the generated zsh completion (zsh -n)
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
+if [ "${1:-}" = --packaging ]; then
+	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

@@ -13,7 +13,34 @@
 #
 # The recording side is the C extension rbpeek/trace_ext (ext/rbpeek);
 # this file holds the keyword-argument API.  See docs/trace.md.
-require "rbpeek/trace_ext"
+require "rbconfig"
+
+module RbPeek
+  module Trace
+    # An installed rbpeek (make install, the Debian package) keeps the
+    # extension built for each Ruby ABI in <this lib>/<ABI>/rbpeek/; the
+    # gem and the build tree keep one next to this file, on $LOAD_PATH.
+    def self.load_extension
+      abi = RbConfig::CONFIG["ruby_version"]
+      lib = File.expand_path("..", __dir__)
+      installed = File.join(lib, abi, "rbpeek", "trace_ext.so")
+      return require(installed) if File.exist?(installed)
+
+      require "rbpeek/trace_ext"
+    rescue LoadError => e
+      raise if File.exist?(installed)
+
+      built = Dir[File.join(lib, "*", "rbpeek", "trace_ext.so")].map { |f| f.split("/")[-3] }
+      raise LoadError, "rbpeek's tracer is not built for this Ruby (#{RUBY_VERSION}, ABI #{abi}, " \
+                       "#{RbConfig.ruby})#{built.empty? ? '' : "; #{lib} has it for Ruby ABI #{built.sort.join(', ')}"}. " \
+                       "Build it for this Ruby: in rbpeek's source, make install-tracer RUBY=#{RbConfig.ruby} " \
+                       "(with rbpeek's PREFIX), or gem install rbpeek; for the distribution's ruby, the " \
+                       "rbpeek-tracer package built on this release. (#{e.message})"
+    end
+    private_class_method :load_extension
+  end
+end
+RbPeek::Trace.send(:load_extension)
 
 module RbPeek
   module Trace

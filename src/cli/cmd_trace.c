@@ -7,8 +7,9 @@
  * RUBYOPT="-I<dir> -rrbpeek/trace/auto", which starts tracing and saves to
  * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb).  <dir> is
  * $RBPEEK_TRACE_LIB, else the ext/ directory next to this executable (the
- * build tree's copy, built for the Ruby `make` found); without either the
- * installed rbpeek gem is used.  We wait for the program, pass its exit
+ * build tree's copy, built for the Ruby `make` found), else the installed
+ * ../lib/rbpeek/ruby (see find_lib); without any the installed rbpeek gem
+ * is used.  We wait for the program, pass its exit
  * status on, and check that the trace was written.
  */
 #include <errno.h>
@@ -45,8 +46,9 @@ static const char trace_usage[] =
 	"                        for the kernel streams)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
-	"ext/ directory, or the installed rbpeek gem.  rbpeek exits with the program's\n"
-	"status, or 10 when the trace was not written.\n";
+	"ext/ directory, PREFIX/lib/rbpeek/ruby next to an installed rbpeek (make install,\n"
+	"the Debian package; one extension per Ruby ABI), or the installed rbpeek gem.\n"
+	"rbpeek exits with the program's status, or 10 when the trace was not written.\n";
 
 static pid_t child;
 
@@ -56,9 +58,16 @@ static void forward(int sig)
 		kill(child, sig);
 }
 
-/* The directory holding rbpeek/trace/auto.rb for -I, or NULL (the gem's). */
+/*
+ * The directory holding rbpeek/trace/auto.rb for -I, or NULL (the gem's):
+ * $RBPEEK_TRACE_LIB, else the build tree's ext/ next to this executable,
+ * else an installed tree's ../lib/rbpeek/ruby (make install, the Debian
+ * package), whose lib/rbpeek/trace.rb loads the extension built for the
+ * Ruby it runs in from <dir>/<ABI>/.
+ */
 static const char *find_lib(char *buf, size_t len)
 {
+	static const char *const rel[] = { "/ext", "/../lib/rbpeek/ruby" };
 	const char *env = getenv("RBPEEK_TRACE_LIB");
 	char exe[PATH_MAX], probe[PATH_MAX + 64];
 	ssize_t n;
@@ -73,12 +82,18 @@ static const char *find_lib(char *buf, size_t len)
 	if (!slash)
 		return NULL;
 	*slash = 0;
-	snprintf(probe, sizeof(probe), "%s/ext/rbpeek/trace/auto.rb", exe);
-	if (access(probe, R_OK))
-		return NULL;
-	if (snprintf(buf, len, "%.*s/ext", (int)(len > 5 ? len - 5 : 0), exe) >= (int)len)
-		return NULL;
-	return buf;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(probe, sizeof(probe), "%s%s/rbpeek/trace/auto.rb", exe, rel[i]);
+		if (access(probe, R_OK))
+			continue;
+		/* the installed one without "bin/..": -I wants no dot-dot surprises */
+		if (i == 1 && (slash = strrchr(exe, '/')) != NULL)
+			*slash = 0;
+		if (snprintf(buf, len, "%s%s", exe, i == 1 ? "/lib/rbpeek/ruby" : rel[i]) >= (int)len)
+			return NULL;
+		return buf;
+	}
+	return NULL;
 }
 
 /* RUBYOPT plus our -I/-r, and the RBPEEK_TRACE_* settings. */
@@ -153,7 +168,7 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
 			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
-			"(build it for that Ruby: gem install rbpeek, or set RBPEEK_TRACE_LIB)\n", out);
+			"(build it for that Ruby: make install-tracer RUBY=that-ruby, or gem install rbpeek)\n", out);
 		return EXIT_OUTPUT;
 	}
 	if (!special)

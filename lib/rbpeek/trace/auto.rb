@@ -4,7 +4,11 @@
 # whole run to $RBPEEK_TRACE_OUT when the program exits.  RBPEEK_TRACE_FORMAT
 # (perfetto|json), RBPEEK_TRACE_BUFFER (events per thread) and
 # RBPEEK_TRACE_C_CALLS=0 tune it.
-require "rbpeek/trace"
+begin
+  require "rbpeek/trace"
+rescue LoadError => e
+  abort "rbpeek: error: #{e.message}"
+end
 
 if (out = ENV.delete("RBPEEK_TRACE_OUT"))
   format = (ENV.delete("RBPEEK_TRACE_FORMAT") || "perfetto").to_sym
