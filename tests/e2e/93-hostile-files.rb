@@ -31,15 +31,6 @@ names = %w[hostile/temp-file-flags hostile/symlink-destination hostile/bad-outpu
            hostile/fifo-library-native hostile/fifo-sysroot-core hostile/raw-bomb-samples hostile/raw-bomb-depth]
 exit 0 if skip_unless_tracing(names)
 
-def stopped_tasks(pid)
-  Dir.children("/proc/#{pid}/task").select do |tid|
-    st = File.read("/proc/#{pid}/task/#{tid}/stat") rescue next
-    %w[T t].include?(st[st.rindex(")") + 2])
-  end
-rescue Errno::ENOENT
-  []
-end
-
 # A raw recording to convert (report), made once.
 def raw_file
   @raw_file ||= R.with_script("hotcold") do |t|
@@ -153,7 +144,7 @@ if can_ns
       [%w[snapshot --native], ["record", "--native", "-d", "1", "-f", "collapsed", "-o", R.tmp("n.txt")]].each do |args|
         r = R.rec(*args, "--pid", pid, timeout: 40)
         probs << "#{args.first} --native with a FIFO at #{lib}: #{r.describe}" unless r.status&.zero? && !r.timed_out
-        left = stopped_tasks(pid)
+        left = R.stopped_tasks(pid)
         probs << "#{args.first}: target threads #{left.inspect} left stopped" unless left.empty?
       end
       "FIFO over #{File.basename(lib)}"

@@ -234,14 +234,6 @@ test("hostile/exec-other-ruby") do
 end
 
 # --- 3. rbpeek hurt -------------------------------------------------------------
-def stopped_tasks(pid)
-  Dir.children("/proc/#{pid}/task").select do |tid|
-    st = File.read("/proc/#{pid}/task/#{tid}/stat") rescue next
-    %w[T t].include?(st[st.rindex(")") + 2])
-  end
-rescue Errno::ENOENT
-  []
-end
 
 # SIGKILL at random moments of a blocking recording at 1000 Hz of a process
 # with 9 threads: most kills land while the target is paused.  The kernel
@@ -256,7 +248,7 @@ check("robust/sigkill-while-paused") do |probs|
       bg.kill("KILL")
       bg.wait
       sleep 0.05
-      left = stopped_tasks(t.pid)
+      left = R.stopped_tasks(t.pid)
       probs << "kill #{i}: threads #{left.inspect} left stopped" unless left.empty?
     end
     (p = t.liveness_problem) && probs << "afterwards: #{p}"
@@ -292,7 +284,7 @@ check("robust/sigint-random") do |probs|
       elsif recording && !none && (!res.status.zero? || !File.size?(out))
         probs << "SIGINT after #{format('%.3f', delay)} s while recording: #{res.describe}, output #{File.exist?(out) ? 'empty' : 'missing'}"
       end
-      left = stopped_tasks(t.pid)
+      left = R.stopped_tasks(t.pid)
       probs << "SIGINT after #{format('%.3f', delay)} s: threads #{left.inspect} left stopped" unless left.empty?
     end
     (p = t.running_problem) && probs << "afterwards: #{p}"

@@ -26,15 +26,6 @@ names = %w[hostile/ctrl-z-record hostile/ctrl-z-top hostile/closed-stderr hostil
            hostile/file-size-limit]
 exit 0 if skip_unless_tracing(names)
 
-def stopped_tasks(pid)
-  Dir.children("/proc/#{pid}/task").select do |tid|
-    st = File.read("/proc/#{pid}/task/#{tid}/stat") rescue next
-    %w[T t].include?(st[st.rindex(")") + 2])
-  end
-rescue Errno::ENOENT
-  []
-end
-
 def state_of(pid)
   st = File.read("/proc/#{pid}/stat")
   st[st.rindex(")") + 2]
@@ -76,7 +67,7 @@ def ctrl_z_rounds(probs, target, line, marker, ready_re)
         break
       end
       sleep 0.3 # a frozen target stays frozen: give it time to show
-      left = stopped_tasks(target.pid)
+      left = R.stopped_tasks(target.pid)
       probs << "round #{i}: while rbpeek is suspended, target threads #{left.inspect} are stopped" unless left.empty?
       term.type("fg")
       probs << "round #{i}: rbpeek did not run again after fg" unless wait_until(5) { state_of(pid) != "T" }
@@ -126,7 +117,7 @@ check("hostile/closed-stderr") do |probs|
     rc = res.stdout[/RC=(\d+)/, 1]
     probs << "rbpeek exited #{rc.inspect} with its stderr closed, expected 0 (141 is SIGPIPE): #{res.stdout[0, 300]}" unless rc == "0"
     probs << "no profile written with stderr closed" unless File.size?(out) && !R.read_collapsed(out).empty?
-    left = stopped_tasks(t.pid)
+    left = R.stopped_tasks(t.pid)
     probs << "target threads #{left.inspect} left stopped" unless left.empty?
   end
   "exit 0, profile written"
@@ -143,7 +134,7 @@ check("hostile/signals-end-recording") do |probs|
       res = bg.wait
       probs << "SIG#{sig}: #{res.describe}, expected exit 0" unless res.status&.zero?
       probs << "SIG#{sig}: no profile written" unless File.size?(out) && !R.read_collapsed(out).empty?
-      left = stopped_tasks(t.pid)
+      left = R.stopped_tasks(t.pid)
       probs << "SIG#{sig}: target threads #{left.inspect} left stopped" unless left.empty?
     end
   end

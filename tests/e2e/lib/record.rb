@@ -67,6 +67,17 @@ module Record
     stderr_of(res)[RAW_LINE, 1]
   end
 
+  # The threads of pid that are stopped (state T or t): none, ever, once
+  # rbpeek has let the target go.
+  def stopped_tasks(pid)
+    Dir.children("/proc/#{pid}/task").select do |tid|
+      st = File.read("/proc/#{pid}/task/#{tid}/stat") rescue next
+      %w[T t].include?(st[st.rindex(")") + 2])
+    end
+  rescue Errno::ENOENT
+    []
+  end
+
   def mono
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end
