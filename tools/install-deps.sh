@@ -27,10 +27,11 @@
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
+#   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/90-trace.rb)
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
-	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
+	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

@@ -5,7 +5,9 @@
  *
  * Unlike record, this works from inside: the program gets
  * RUBYOPT="-I<dir> -rrbpeek/trace/auto", which starts tracing and saves to
- * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb).  <dir> is
+ * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb), in our child only
+ * ($RBPEEK_TRACE_PARENT is our PID): the program the command execs into
+ * (bundle exec, binstubs, ruby -S) traces, the processes it spawns do not.  <dir> is
  * $RBPEEK_TRACE_LIB, else the ext/ directory next to this executable (the
  * build tree's copy, built for the Ruby `make` found); without either the
  * installed rbpeek gem is used.  We wait for the program, pass its exit
@@ -44,8 +46,11 @@ static const char trace_usage[] =
 	"                        streams)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
-	"ext/ directory, or the installed rbpeek gem.  rbpeek exits with the program's\n"
-	"status, or 10 when the trace was not written.\n";
+	"ext/ directory, or the installed rbpeek gem.  The command may exec the Ruby\n"
+	"program (bundle exec, binstubs, ruby -S, a script that execs ruby): the process\n"
+	"rbpeek starts is traced, whatever it execs into; the processes it forks or\n"
+	"spawns are not (rake's test runner is one: trace 'ruby -Itest FILE' instead).\n"
+	"rbpeek exits with the program's status, or 10 when the trace was not written.\n";
 
 static pid_t child;
 
@@ -83,7 +88,7 @@ static const char *find_lib(char *buf, size_t len)
 /* RUBYOPT plus our -I/-r, and the RBPEEK_TRACE_* settings. */
 static int set_env(const char *out, const char *fmt, const char *size, int no_c)
 {
-	char lib[PATH_MAX], opt[2 * PATH_MAX + 64];
+	char lib[PATH_MAX], opt[2 * PATH_MAX + 64], parent[24];
 	const char *dir = find_lib(lib, sizeof(lib)), *old = getenv("RUBYOPT");
 
 	if (dir && strchr(dir, ' ')) {
@@ -92,7 +97,10 @@ static int set_env(const char *out, const char *fmt, const char *size, int no_c)
 	}
 	snprintf(opt, sizeof(opt), "%s%s -rrbpeek/trace/auto%s%.*s", dir ? "-I" : "", dir ? dir : "",
 		 old && *old ? " " : "", PATH_MAX, old ? old : "");
+	/* auto.rb traces only in our child, whatever it execs into (not its children) */
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
 	if (setenv("RUBYOPT", opt, 1) || setenv("RBPEEK_TRACE_OUT", out, 1) ||
+	    setenv("RBPEEK_TRACE_PARENT", parent, 1) ||
 	    setenv("RBPEEK_TRACE_FORMAT", fmt, 1) || (size && setenv("RBPEEK_TRACE_BUFFER", size, 1)) ||
 	    (no_c && setenv("RBPEEK_TRACE_C_CALLS", "0", 1)))
 		return -1;
@@ -145,8 +153,9 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	cli_tracefs_remove(tracefs);
 	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
-			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
-			"(build it for that Ruby: gem install rbpeek, or set RBPEEK_TRACE_LIB)\n", out);
+			"hint: does the command run Ruby itself or exec it (a Ruby it forks or spawns is "
+			"not traced), and can that Ruby load the tracer? (build it for that Ruby: "
+			"gem install rbpeek, or set RBPEEK_TRACE_LIB)\n", out);
 		return EXIT_OUTPUT;
 	}
 	if (!special)
