@@ -113,6 +113,21 @@ int cmd_top(int argc, char **argv);
 
 struct rbp_profile;
 struct rbp_format;
+/*
+ * The output format (outfmt.c): given (-f NAME, or NULL), else what the
+ * ending of output (-o FILE, or NULL) stands for, else flamegraph.  Prints
+ * the usage error and returns EXIT_USAGE when the name is unknown, when -f
+ * and the ending disagree, or when the ending fits several formats.
+ */
+int cli_pick_format(const char *cmd, const char *given, const char *output,
+		    const struct rbp_format **fmt);
+/*
+ * The same choice among names: fits is the space-separated list of names
+ * the file's ending stands for (NULL: any).  *name is given, else the one
+ * fit, else NULL (the caller's default).  Returns 0 or EXIT_USAGE.
+ */
+int cli_pick_name(const char *cmd, const char *given, const char *fits, const char *output,
+		  const char **name);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary

@@ -74,7 +74,8 @@ static const char alloc_usage[] =
 	"  -r, --rate N            take about N allocating stacks per second (default 1000)\n"
 	"  -t, --top N             rows per table (default 10)\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
-	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
+	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
+	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"      --silent            no live table on stderr\n"
 	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
 	"                          sites; what happens anyway where eBPF is refused)\n"
@@ -886,7 +887,7 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 
 int cmd_alloc(int argc, char **argv)
 {
-	struct alloc_opts o = { .rate = 1000, .top = 10, .format = "flamegraph" };
+	struct alloc_opts o = { .rate = 1000, .top = 10 };
 	struct cli_subject subj = { 0 };
 	struct rbp_alloc_probe probes[RBP_ALLOC_MAX_PROBES];
 	struct rbp_uprobes *u = NULL;
@@ -900,9 +901,8 @@ int cmd_alloc(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	if (!(fmt = rbp_format_find(o.format)))
-		return cli_usage_error("alloc", "unknown format '%s' (valid: %s)", o.format,
-				       rbp_format_names());
+	if ((rc = cli_pick_format("alloc", o.format, o.output, &fmt)))
+		return rc;
 	if ((rc = check_output(&o)))
 		return rc;
 	if ((err = rbp_profile_init(&p)))

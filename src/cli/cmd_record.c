@@ -43,7 +43,8 @@ static const char record_usage[] =
 	"  -r, --rate HZ           samples per second (default 100)\n"
 	"  -d, --duration SECONDS  stop after this long\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
-	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
+	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
+	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"      --on-cpu            keep only samples of threads running on a CPU\n"
 	"      --gvl               keep only samples of the thread holding the GVL\n"
 	"      --threads           one root frame per thread\n"
@@ -341,7 +342,7 @@ static void print_native_stats(const struct rbp_native *nat, const struct rbp_pr
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .rate = 100, .format = "flamegraph", .so.realtime = 1 };
+	struct record_opts o = { .rate = 100, .so.realtime = 1 };
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
@@ -357,9 +358,8 @@ int cmd_record(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	if (!(fmt = rbp_format_find(o.format)))
-		return cli_usage_error("record", "unknown format '%s' (valid: %s)", o.format,
-				       rbp_format_names());
+	if ((rc = cli_pick_format("record", o.format, o.output, &fmt)))
+		return rc;
 	if (o.output && strcmp(o.output, "-") && cli_check_writable(o.output)) {
 		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o.output, strerror(errno));
 		return EXIT_OUTPUT;

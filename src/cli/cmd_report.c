@@ -18,7 +18,8 @@ static const char report_usage[] =
 	"Convert a raw profile (written by every 'rbpeek record') to another format.\n"
 	"\n"
 	"  -i, --input FILE    the raw file\n"
-	"  -f, --format NAME   output format (default flamegraph)\n"
+	"  -f, --format NAME   output format (default: the one -o FILE's name ends in,\n"
+	"                      .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"  -o, --output FILE   where to write (default: the input name with the format's\n"
 	"                      extension in the current directory; - for stdout)\n"
 	"  -h, --help          show this help\n"
@@ -58,7 +59,7 @@ int cmd_report(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *input = NULL, *format = "flamegraph", *output = NULL;
+	const char *input = NULL, *format = NULL, *output = NULL;
 	const struct rbp_format *fmt;
 	struct rbp_profile p;
 	char outbuf[4096], title[512];
@@ -80,9 +81,8 @@ int cmd_report(int argc, char **argv)
 		return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (!input)
 		return cli_usage_error("report", "give the raw file with -i FILE");
-	if (!(fmt = rbp_format_find(format)))
-		return cli_usage_error("report", "unknown format '%s' (valid: %s)", format,
-				       rbp_format_names());
+	if ((rc = cli_pick_format("report", format, output, &fmt)))
+		return rc;
 	if ((err = rbp_raw_read(input, &p))) {
 		rbp_profile_free(&p);
 		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,

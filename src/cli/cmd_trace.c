@@ -37,7 +37,7 @@ static const char trace_usage[] =
 	"\n"
 	"options:\n"
 	"  -o, --output FILE     where the trace goes (required)\n"
-	"  -f, --format FMT      perfetto (default) or json\n"
+	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto)\n"
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
@@ -165,6 +165,13 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	return WEXITSTATUS(status);
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
 int cmd_trace(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -176,7 +183,7 @@ int cmd_trace(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *out = NULL, *fmt = "perfetto", *size = NULL;
+	const char *out = NULL, *fmt = NULL, *size = NULL, *fits = NULL;
 	char path[PATH_MAX];
 	int c, no_c = 0, no_drop_root = 0;
 
@@ -193,8 +200,17 @@ int cmd_trace(int argc, char **argv)
 			return cli_other_opt("trace", c, argv, NULL);
 		}
 	}
-	if (strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
+	if (fmt && strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
 		return cli_usage_error("trace", "unknown format '%s' (perfetto or json)", fmt);
+	if (out && (ends_with(out, ".pftrace") || ends_with(out, ".perfetto") ||
+		    ends_with(out, ".perfetto-trace")))
+		fits = "perfetto";
+	else if (out && ends_with(out, ".json"))
+		fits = "json";
+	if ((c = cli_pick_name("trace", fmt, fits, out, &fmt)))
+		return c;
+	if (!fmt)
+		fmt = "perfetto";
 	if (size) {
 		char *end;
 		unsigned long long n = strtoull(size, &end, 10);

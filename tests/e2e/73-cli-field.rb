@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+#
+# 73-cli-field.rb - what a Ruby developer hit on first use (issue 19), on
+# real Ruby programs: the output format follows -o FILE's name; a command
+# that is not Ruby is said at once; record passes the program's exit
+# status through; the raw file's path can be chosen or skipped and the
+# cache of raw files stays bounded.
+require "rbconfig"
+require "zlib"
+require_relative "lib/e2e"
+require_relative "lib/record"
+include E2E
+R = Record
+
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name]
+exit 0 if skip_unless_tracing(names)
+
+# A short Ruby program that works for ~0.4 s, recorded from its start.
+WORK = "def w; t = Time.now; nil while Time.now - t < 0.4; end; w"
+
+def record_cmd(*opts, prog: WORK, status: nil)
+  R.rec("record", "--silent", *opts, "--", RbConfig.ruby, "-e", status ? "#{prog}; exit #{status}" : prog,
+        timeout: 30)
+end
+
+# Each name's first bytes say which format was written.
+test("field/format-from-name") do
+  want = {
+    "p.svg" => ->(b) { b.include?("<svg") },
+    "p.pb.gz" => ->(b) { b.start_with?("\x1f\x8b".b) && !Zlib.gunzip(b).include?("rbpeek raw") },
+    "p.pprof" => ->(b) { b.start_with?("\x1f\x8b".b) },
+    "p.speedscope.json" => ->(b) { b.include?("speedscope.app/file-format-schema.json") },
+    "p.trace.json" => ->(b) { b.include?("traceEvents") },
+    "callgrind.out.123" => ->(b) { b.start_with?("# callgrind format") || b.include?("events:") },
+    "p.callgrind" => ->(b) { b.include?("events:") },
+    "p.folded" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") },
+    "p.collapsed" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") }
+  }
+  raw = R.tmp("p.raw.gz")
+  r = record_cmd("-o", raw)
+  next fail("field/format-from-name", "record -o p.raw.gz: #{r.describe}") unless r.status&.zero?
+  head = Zlib.gunzip(File.binread(raw))[0, 64] rescue "not gzip"
+  probs = []
+  probs << "p.raw.gz holds #{head.inspect}, not a raw profile" unless head.start_with?("RBPEEKRAW")
+  want.each do |name, good|
+    out = R.tmp(name)
+    rr = R.rec("report", "-i", raw, "-o", out)
+    body = File.exist?(out) ? File.binread(out) : ""
+    probs << "report -o #{name}: #{rr.describe}, wrote #{body[0, 40].inspect}" unless rr.status&.zero? && good.(body)
+  end
+  # record and alloc choose the same way (one each)
+  out = R.tmp("rec.pb.gz")
+  rr = record_cmd("-o", out)
+  probs << "record -o rec.pb.gz: #{rr.describe}" unless rr.status&.zero? && File.binread(out, 2) == "\x1f\x8b".b
+  probs.empty? ? ok("field/format-from-name", "#{want.size + 2} names") : fail("field/format-from-name", probs.join("; "))
+end
+
+# An ambiguous name without -f, or a -f the name contradicts: a usage
+# error naming the choices, before anything is run or written.
+test("field/format-refused") do
+  probs = []
+  cases = [
+    [%w[-o p.json], /speedscope.*chrome/],
+    [%w[-o p.txt], /collapsed.*summary/],
+    [%w[-f flamegraph -o p.pb.gz], /pprof/],
+    [%w[-f pprof -o p.svg], /flamegraph/],
+    [%w[-f collapsed -o p.speedscope.json], /speedscope/]
+  ]
+  cases.each do |opts, choices|
+    dir = R.tmp("refused", mkdir: true)
+    [["record", "--silent", *opts, "--", RbConfig.ruby, "-e", "sleep 5"],
+     ["report", "-i", "/nonexistent.raw.gz", *opts],
+     ["alloc", "--pid", "1", *opts]].each do |args|
+      r = R.rec(*args, chdir: dir)
+      err = R.stderr_of(r)
+      probs << "#{args.join(' ')}: #{r.describe}, expected exit 2 naming #{choices.source}" unless r.status == 2 && err =~ choices
+      probs << "#{args.join(' ')} wrote #{Dir.children(dir)}" unless Dir.children(dir).empty?
+    end
+  end
+  probs.empty? ? ok("field/format-refused", "#{cases.size * 3} runs") : fail("field/format-refused", probs.first(4).join("; "))
+end
+
+test("field/trace-format-from-name") do
+  ext = File.join(ROOT, BUILD, "ext")
+  next skip("field/trace-format-from-name", "tracer not built") unless File.exist?(File.join(ext, "rbpeek", "trace_ext.so"))
+
+  env = { "RBPEEK_TRACE_LIB" => ext }
+  json = R.tmp("t.json")
+  r1 = R.rec("trace", "-o", json, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
+  pf = R.tmp("t.pftrace")
+  r2 = R.rec("trace", "-f", "json", "-o", pf, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
+  if !(r1.status&.zero? && File.binread(json, 1) == "{") then fail("field/trace-format-from-name", "trace -o t.json: #{r1.describe}, starts #{File.exist?(json) && File.binread(json, 8).inspect}")
+  elsif r2.status != 2 || File.exist?(pf) then fail("field/trace-format-from-name", "trace -f json -o t.pftrace: #{r2.describe}")
+  else ok("field/trace-format-from-name")
+  end
+end
+
+finish
