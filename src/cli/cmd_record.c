@@ -6,6 +6,7 @@
  * (always, in the cache directory) and the chosen format.  The output path
  * is checked before sampling starts, so a typo does not cost a recording.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -63,6 +64,12 @@ static const char record_usage[] =
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n"
+	"\n"
+	"With -- COMMAND, once the profile is written rbpeek exits with the program's exit\n"
+	"status (128+N when signal N ended it; 0 when it still runs after --duration);\n"
+	"rbpeek's own exit codes (2-11) win when the profile could not be written.\n"
+	"A COMMAND that runs no Ruby within half a second of its last exec is ended\n"
+	"with exit 5 (with --subprocesses, the Ruby processes it starts are recorded).\n"
 	"\n"
 	"formats:\n";
 
@@ -185,19 +192,49 @@ static int child_exited(void *ctx)
 	return 0;
 }
 
-/* In the child: become the user who ran sudo, unless told not to. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The program a process runs now (/proc/PID/exe), "" when unknown. */
+static void exe_of(int pid, char *buf, size_t n)
+{
+	char link[64];
+	ssize_t len;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	len = readlink(link, buf, n - 1);
+	buf[len > 0 ? len : 0] = 0;
+}
+
 /*
- * Attach to a process, waiting while it is not Ruby yet (a spawned child
- * still loading) or its VM is not up yet.  Gives up after a few seconds
- * of "not Ruby", or when the process is gone.
+ * How long a program we started may run something that is not Ruby before
+ * we say so.  Ruby is recognisable as soon as the dynamic loader has mapped
+ * libruby, a few milliseconds after its exec; the wait restarts at each
+ * exec, so wrappers that exec Ruby (env, rbenv shims, sh -c 'exec ruby')
+ * pass.  Half a second leaves room for a loaded machine.
  */
-static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *vo,
-		  struct rbp_target **t, struct rbp_vm **vm)
+#define NOT_RUBY_NS 500000000ull
+
+/*
+ * Attach to a process, waiting while its VM is not up yet and, for a
+ * program we started (waiting), while it may still exec Ruby.  Gives up
+ * when it has run the same non-Ruby program for NOT_RUBY_NS, or when it is
+ * gone.
+ */
+static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_target **t,
+		  struct rbp_vm **vm)
 {
 	struct timespec pause = { 0, 5 * 1000 * 1000 };
+	char exe[4096] = "", now[4096];
+	uint64_t since = mono_ns();
 	int err;
 
-	for (int tries = 0;; tries++) {
+	for (;;) {
 		err = rbp_target_open_pid(pid, t);
 		if (!err) {
 			err = rbp_vm_attach(*t, vo, vm);
@@ -206,12 +243,87 @@ static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *
 			rbp_target_close(*t);
 			*t = NULL;
 		}
+		if (err == RBP_ENOTRUBY) {
+			exe_of(pid, now, sizeof(now));
+			if (strcmp(now, exe)) {   /* it exec'd: wait afresh */
+				snprintf(exe, sizeof(exe), "%s", now);
+				since = mono_ns();
+			}
+		}
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    (err == RBP_ENOTRUBY && tries < not_ruby_tries);
+			    (err == RBP_ENOTRUBY && mono_ns() - since < NOT_RUBY_NS);
 		if (!waiting || !retry || stop_requested || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
 	}
+}
+
+/* Whether pid descends from root (ppid chain through /proc/PID/stat). */
+static int descends_from(int pid, int root)
+{
+	for (int depth = 0; pid > 1 && depth < 64; depth++) {
+		char path[64], buf[512];
+		FILE *f;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		if (!(f = fopen(path, "r")))
+			return 0;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		char *rp = strrchr(buf, ')');   /* comm may hold spaces and parentheses */
+		if (!rp || sscanf(rp + 1, " %*c %d", &pid) != 1)
+			return 0;
+		if (pid == root)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The first Ruby process descended from root (a shell's child), or 0: what
+ * --subprocesses would follow.  Name is its program, for the hint.
+ */
+static int ruby_descendant(int root, struct rbp_vm_opts *vo, char *name, size_t n)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		struct rbp_target *t = NULL;
+		struct rbp_vm *vm = NULL;
+		if (pid <= 0 || pid == root || !descends_from(pid, root) || rbp_target_open_pid(pid, &t))
+			continue;
+		int err = rbp_vm_attach(t, vo, &vm);
+		if (err != RBP_ENOTRUBY && err != RBP_ENOPROC && err != RBP_EPERM) {
+			found = pid;
+			exe_of(pid, name, n);
+		}
+		rbp_vm_free(vm);
+		rbp_target_close(t);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A program we started is not Ruby: say so at once, and where Ruby is. */
+static int not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
+{
+	char exe[4096], name[4096];
+	int child;
+
+	exe_of(pid, exe, sizeof(exe));
+	fprintf(stderr, "rbpeek: error: '%s' is not a Ruby process (it runs %s)\n", cmd[0],
+		*exe ? exe : "a program without libruby");
+	if ((child = ruby_descendant(pid, vo, name, sizeof(name))))
+		fprintf(stderr, "hint: it started Ruby as a child (process %d, %s): "
+			"--subprocesses records it and every Ruby it starts\n", child, name);
+	else
+		fprintf(stderr, "hint: run Ruby itself (rbpeek record -- ruby app.rb), or add "
+			"--subprocesses to record the Ruby processes it starts\n");
+	return EXIT_NOTRUBY;
 }
 
 /* ---- live status ------------------------------------------------------ */
@@ -380,7 +492,7 @@ int cmd_record(int argc, char **argv)
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;
 	vo.discovery = cli_discovery_env();
-	err = attach(subj.pid, o.cmd != NULL, o.subprocesses ? 200 : 1000, &vo, &t, &vm);
+	err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = rbp_target_open_pid(subj.pid, &t);   /* not Ruby itself: its children may be */
 	if (err) {
@@ -390,7 +502,12 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;
 		}
-		return cli_fail(err, &subj);
+		rc = err == RBP_ENOTRUBY && o.cmd ? not_ruby(o.cmd, subj.pid, &vo) : cli_fail(err, &subj);
+		if (o.cmd) {   /* the program was started to be recorded: it ends with us */
+			kill(child_pid, SIGTERM);
+			waitpid(child_pid, NULL, 0);
+		}
+		return rc;
 	}
 	if (o.native && (err = rbp_native_open(t, &nat))) {
 		rc = cli_fail(err, &subj);
@@ -462,7 +579,11 @@ cleanup:
 	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION) {
 		if (stop_requested)
 			kill(child_pid, stop_requested);
-		waitpid(child_pid, NULL, 0);
+		while (waitpid(child_pid, &child_status, 0) < 0 && errno == EINTR)
+			;
 	}
+	/* the profile written, rbpeek exits as the program did (as trace does) */
+	if (o.cmd && !rc && child_status >= 0)
+		rc = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
 	return rc;
 }

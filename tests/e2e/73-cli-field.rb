@@ -12,7 +12,7 @@ require_relative "lib/record"
 include E2E
 R = Record
 
-names = %w[field/format-from-name field/format-refused field/trace-format-from-name]
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status]
 exit 0 if skip_unless_tracing(names)
 
 # A short Ruby program that works for ~0.4 s, recorded from its start.
@@ -93,6 +93,42 @@ test("field/trace-format-from-name") do
   elsif r2.status != 2 || File.exist?(pf) then fail("field/trace-format-from-name", "trace -f json -o t.pftrace: #{r2.describe}")
   else ok("field/trace-format-from-name")
   end
+end
+
+# A command that is not Ruby is said at once (exit 5), not after it ends;
+# when it has a Ruby child, the hint names --subprocesses.  rbpeek ends it.
+test("field/not-ruby") do
+  probs = []
+  dir = R.tmp("notruby", mkdir: true)
+  r = R.rec("record", "-o", File.join(dir, "x.svg"), "--", "sleep", "60", timeout: 20)
+  err = R.stderr_of(r)
+  probs << "record -- sleep 60: #{r.describe}, expected exit 5 at once" unless r.status == 5 && err.include?("not a Ruby process")
+  probs << "record -- sleep 60: no hint: #{err.inspect}" unless err =~ /^hint: .*--subprocesses/
+  script = "#{RbConfig.ruby} -e 'sleep 60'; echo done"
+  r = R.rec("record", "-o", File.join(dir, "y.svg"), "--", "sh", "-c", script, timeout: 20)
+  err = R.stderr_of(r)
+  child = err[/process (\d+), [^)]*ruby/, 1]
+  probs << "record -- sh -c 'ruby ...': #{r.describe}, expected exit 5 naming the Ruby child and --subprocesses" unless r.status == 5 && child && err.include?("--subprocesses")
+  if child && File.exist?("/proc/#{child}")
+    kill_pid(child.to_i, "KILL") # the shell ended, its Ruby child is the user's
+  end
+  probs << "files written: #{Dir.children(dir)}" unless Dir.children(dir).empty?
+  probs.empty? ? ok("field/not-ruby") : fail("field/not-ruby", probs.join("; "))
+end
+
+# record -- CMD exits as CMD did, once the profile is written.
+test("field/exit-status") do
+  probs = []
+  { 0 => 0, 3 => 3, 1 => 1 }.each do |code, want|
+    out = R.tmp("st#{code}.folded")
+    r = record_cmd("-o", out, status: code)
+    probs << "program exit #{code}: rbpeek #{r.describe}, expected #{want}" unless r.status == want
+    probs << "program exit #{code}: no profile" unless File.exist?(out) && File.size(out).positive?
+  end
+  out = R.tmp("sig.folded")
+  r = record_cmd("-o", out, prog: "#{WORK}; Process.kill(:KILL, $$)")
+  probs << "program killed by SIGKILL: rbpeek #{r.describe}, expected 137" unless r.status == 137 && File.exist?(out)
+  probs.empty? ? ok("field/exit-status", "0, 3, 1, 137") : fail("field/exit-status", probs.join("; "))
 end
 
 finish

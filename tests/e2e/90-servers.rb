@@ -118,8 +118,9 @@ check_with("rubocop", "servers/rubocop", "rubocop not installed (Debian package 
   out = R.tmp("rubocop.txt")
   res = R.rec("record", "-f", "collapsed", "-o", out, "--", "rubocop", "--cache", "false", "--format", "quiet", dir,
               timeout: 120)
-  # rubocop exits 1 when it finds offenses: rbpeek still writes the profile
-  next probs << "record -- rubocop: #{res.describe}" unless res.status&.zero? && File.exist?(out)
+  # rubocop exits 1 when it finds offenses: rbpeek still writes the profile,
+  # and exits as rubocop did
+  next probs << "record -- rubocop: #{res.describe}" unless [0, 1].include?(res.status) && File.exist?(out)
 
   stacks = R.read_collapsed(out)
   total = R.total(stacks)
