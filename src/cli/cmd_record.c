@@ -200,17 +200,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The program a process runs now (/proc/PID/exe), "" when unknown. */
-static void exe_of(int pid, char *buf, size_t n)
-{
-	char link[64];
-	ssize_t len;
-
-	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
-	len = readlink(link, buf, n - 1);
-	buf[len > 0 ? len : 0] = 0;
-}
-
 /*
  * How long a program we started may run something that is not Ruby before
  * we say so.  Ruby is recognisable as soon as the dynamic loader has mapped
@@ -244,7 +233,7 @@ static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_targe
 			*t = NULL;
 		}
 		if (err == RBP_ENOTRUBY) {
-			exe_of(pid, now, sizeof(now));
+			rbp_proc_exe(pid, now, sizeof(now));
 			if (strcmp(now, exe)) {   /* it exec'd: wait afresh */
 				snprintf(exe, sizeof(exe), "%s", now);
 				since = mono_ns();
@@ -298,7 +287,7 @@ static int ruby_descendant(int root, struct rbp_vm_opts *vo, char *name, size_t 
 		int err = rbp_vm_attach(t, vo, &vm);
 		if (err != RBP_ENOTRUBY && err != RBP_ENOPROC && err != RBP_EPERM) {
 			found = pid;
-			exe_of(pid, name, n);
+			rbp_proc_exe(pid, name, n);
 		}
 		rbp_vm_free(vm);
 		rbp_target_close(t);
@@ -314,7 +303,7 @@ static int not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
 	char exe[4096], name[4096];
 	int child;
 
-	exe_of(pid, exe, sizeof(exe));
+	rbp_proc_exe(pid, exe, sizeof(exe));
 	fprintf(stderr, "rbpeek: error: '%s' is not a Ruby process (it runs %s)\n", cmd[0],
 		*exe ? exe : "a program without libruby");
 	if ((child = ruby_descendant(pid, vo, name, sizeof(name))))
