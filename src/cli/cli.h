@@ -128,6 +128,13 @@ int cli_pick_format(const char *cmd, const char *given, const char *output,
  */
 int cli_pick_name(const char *cmd, const char *given, const char *fits, const char *output,
 		  const char **name);
+/*
+ * Whether the output can be created: -o FILE (NULL: a default name in the
+ * current directory; "-": stdout, always).  Prints the error; returns 0 or
+ * EXIT_OUTPUT.  Commands reading a live process call it after attaching,
+ * so that a permission problem with the target is told first.
+ */
+int cli_check_output(const char *output);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary

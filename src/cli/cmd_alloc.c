@@ -656,20 +656,6 @@ static int fail_probes(int err, const struct cli_subject *subj)
 	}
 }
 
-static int check_output(const struct alloc_opts *o)
-{
-	if (o->output && strcmp(o->output, "-") && cli_check_writable(o->output)) {
-		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o->output, strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	if (!o->output && cli_check_writable("./x")) {
-		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
-			"hint: choose a file with -o\n", strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	return 0;
-}
-
 /* Read samples until Ctrl-C, the duration, or the target's exit. */
 static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 {
@@ -903,8 +889,6 @@ int cmd_alloc(int argc, char **argv)
 		return rc;
 	if ((rc = cli_pick_format("alloc", o.format, o.output, &fmt)))
 		return rc;
-	if ((rc = check_output(&o)))
-		return rc;
 	if ((err = rbp_profile_init(&p)))
 		return cli_fail(err, &subj);
 	subj.pid = o.pid;
@@ -912,7 +896,8 @@ int cmd_alloc(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)))
+	/* the output is checked once the target is known to be readable */
+	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)) || (rc = cli_check_output(o.output)))
 		goto cleanup;
 	p.meta.pid = o.pid;
 	p.meta.ruby_version = rbp_profile_str(&p, subj.version);

@@ -392,7 +392,7 @@ static const char *stop_words(enum rbp_stop_reason r)
 	}
 }
 
-static void print_stats(const struct rbp_sampler_status *st, const char *fmt_name)
+static void print_stats(const struct rbp_sampler_status *st, uint32_t rate)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
@@ -415,12 +415,25 @@ static void print_stats(const struct rbp_sampler_status *st, const char *fmt_nam
 			"max RSS %.1f MB; scheduling: %s\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
 			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0,
 			st->sched == RBP_SCHED_REALTIME ? "real-time" :
-			st->sched == RBP_SCHED_DROPPED ? "real-time given up (over half a CPU)" : "normal");
+			st->sched == RBP_SCHED_DROPPED ?
+			"normal (real-time given up: sampling took over half a CPU for 100 ms)" : "normal");
 	}
-	if (late_pct > 1.0)
-		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r%s\n",
+	switch (rbp_sampler_late_cause(st, rate)) {
+	case RBP_LATE_COST:
+		fprintf(stderr, "hint: %.1f%% of samples were late: reading one takes %.0f us of the "
+			"%.0f us between samples; lower the rate with -r\n", late_pct,
+			(double)st->tick_ns_sum / 1e3 / (double)st->ticks, 1e6 / rate);
+		break;
+	case RBP_LATE_HOST:
+		fprintf(stderr, "hint: %.1f%% of samples were late because the machine was busy "
+			"(reading one took only %.0f us)%s\n", late_pct,
+			(double)st->tick_ns_sum / 1e3 / (double)st->ticks,
 			st->sched == RBP_SCHED_NORMAL ?
-			" (as root, the sampling thread gets a real-time priority)" : "");
+			"; as root the sampling thread gets a real-time priority" : "");
+		break;
+	default:
+		break;
+	}
 	if (st->stop == RBP_STOP_FAILING)
 		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
 }
@@ -461,15 +474,9 @@ int cmd_record(int argc, char **argv)
 		return rc;
 	if ((rc = cli_pick_format("record", o.format, o.output, &fmt)))
 		return rc;
-	if (o.output && strcmp(o.output, "-") && cli_check_writable(o.output)) {
-		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o.output, strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	if (!o.output && cli_check_writable("./x")) {
-		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
-			"hint: choose a file with -o\n", strerror(errno));
-		return EXIT_OUTPUT;
-	}
+	/* a program is not started for nothing; a --pid is first attached (below) */
+	if (o.cmd && (rc = cli_check_output(o.output)))
+		return rc;
 	/* wake for each tick within 1 us, not the default 50 us of slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	sa.sa_handler = on_signal;   /* no SA_RESTART: sleeps end at once */
@@ -498,6 +505,8 @@ int cmd_record(int argc, char **argv)
 		}
 		return rc;
 	}
+	if (o.pid && (rc = cli_check_output(o.output)))
+		goto cleanup;
 	if (o.native && (err = rbp_native_open(t, &nat))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
@@ -531,7 +540,7 @@ int cmd_record(int argc, char **argv)
 	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
-		print_stats(&st, fmt->name);
+		print_stats(&st, o.rate);
 	if (!o.silent && nat)
 		print_native_stats(nat, lv.procs);
 	if (!o.silent && lv.procs)

@@ -5,6 +5,8 @@
  * several formats (.json) without -f, is a usage error naming the choices:
  * a file whose name lies about its contents is worse than no file.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -69,5 +71,19 @@ int cli_pick_format(const char *cmd, const char *given, const char *output,
 	if ((rc = cli_pick_name(cmd, given, fits, output, &name)))
 		return rc;
 	*fmt = rbp_format_find(name ? name : "flamegraph");
+	return 0;
+}
+
+int cli_check_output(const char *output)
+{
+	if (output && strcmp(output, "-") && cli_check_writable(output)) {
+		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", output, strerror(errno));
+		return EXIT_OUTPUT;
+	}
+	if (!output && cli_check_writable("./x")) {
+		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
+			"hint: choose a file with -o\n", strerror(errno));
+		return EXIT_OUTPUT;
+	}
 	return 0;
 }

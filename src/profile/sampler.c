@@ -451,3 +451,13 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	rbp_hmap_clear(&l.states);
 	return err;
 }
+
+enum rbp_late_cause rbp_sampler_late_cause(const struct rbp_sampler_status *st, uint32_t rate_hz)
+{
+	if (!st->ticks || !rate_hz || st->late * 100 <= st->ticks)
+		return RBP_LATE_FEW;
+	/* average tick cost against a quarter of the period (1e9 / rate / 4) */
+	if ((double)st->tick_ns_sum / (double)st->ticks * 4.0 * rate_hz > 1e9)
+		return RBP_LATE_COST;
+	return st->late * 20 > st->ticks ? RBP_LATE_HOST : RBP_LATE_FEW;
+}

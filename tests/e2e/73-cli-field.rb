@@ -12,7 +12,7 @@ require_relative "lib/record"
 include E2E
 R = Record
 
-names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status]
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first]
 exit 0 if skip_unless_tracing(names)
 
 # A short Ruby program that works for ~0.4 s, recorded from its start.
@@ -129,6 +129,44 @@ test("field/exit-status") do
   r = record_cmd("-o", out, prog: "#{WORK}; Process.kill(:KILL, $$)")
   probs << "program killed by SIGKILL: rbpeek #{r.describe}, expected 137" unless r.status == 137 && File.exist?(out)
   probs.empty? ? ok("field/exit-status", "0, 3, 1, 137") : fail("field/exit-status", probs.join("; "))
+end
+
+# Messages: hints all start with "hint:", a non-Ruby --pid gets one, and
+# top --help does not forbid --native with --subprocesses.
+test("field/messages") do
+  probs = []
+  pid = Process.spawn("sleep", "30")
+  E2E.register_pid(pid)
+  %w[record snapshot top].each do |cmd|
+    r = R.rec(cmd, "--pid", pid, *(cmd == "record" ? ["-o", R.tmp("n.svg")] : []))
+    probs << "#{cmd} --pid (sleep): #{r.describe}, expected exit 5 with a hint" unless r.status == 5 && r.stderr =~ /^hint: .*pgrep -a ruby.*--subprocesses/
+  end
+  E2E.kill_pid(pid)
+  help = R.rec("top", "--help").stdout
+  probs << "top --help says --native is not for --subprocesses" if help =~ /not with --nonblocking or\s+--subprocesses/
+  ext = File.join(ROOT, BUILD, "ext")
+  r = R.rec("trace", "-o", R.tmp("t.pftrace"), "--", "/bin/true", env: { "RBPEEK_TRACE_LIB" => ext }, timeout: 30)
+  bad = R.stderr_of(r).lines.grep(/hint:/).reject { |l| l.start_with?("hint: ") }
+  probs << "trace: hint lines #{bad.inspect} do not start with 'hint: '" unless bad.empty? && r.stderr.include?("hint: ")
+  probs.empty? ? ok("field/messages") : fail("field/messages", probs.join("; "))
+end
+
+# A user who may not read the target, in a directory they cannot write, is
+# told about the permission first (exit 4), not about the directory.
+test("field/permission-first") do
+  next skip("field/permission-first", "needs root (setpriv to nobody)") unless root?
+
+  pid = Process.spawn(RbConfig.ruby, "-e", "sleep 30")
+  E2E.register_pid(pid)
+  sleep 0.3
+  r = E2E.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", RBPEEK, "record", "--pid", pid.to_s, "-d", "1"],
+              chdir: "/", env: { "HOME" => "/nonexistent" })
+  E2E.kill_pid(pid)
+  if r.status == 4 && r.stderr.include?("permission denied") && !r.stderr.include?("cannot write")
+    ok("field/permission-first")
+  else
+    fail("field/permission-first", "record --pid (root's) as nobody in /: #{r.describe}, expected exit 4 about permission")
+  end
 end
 
 finish
