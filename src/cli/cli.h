@@ -154,11 +154,22 @@ void cli_chown_to_invoker(const char *path);
  */
 void cli_default_output(char *buf, size_t n, const char *dir, int pid, const char *ext);
 /*
- * Write a finished recording: a raw copy in the cache directory
- * ($XDG_CACHE_HOME/rbpeek, announced on stderr) and fmt to output.
- * Prints what it wrote; returns 0 or EXIT_OUTPUT.
+ * Write a finished recording: a raw copy (announced on stderr) and fmt to
+ * output.  raw is where the copy goes: NULL for the cache directory
+ * ($XDG_CACHE_HOME/rbpeek, trimmed afterwards: cli_raw_cache_trim), "" for
+ * none (--no-raw), else a path (--raw-file).  Prints what it wrote;
+ * returns 0 or EXIT_OUTPUT.
  */
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, int silent, const char *title);
+		      const char *output, const char *raw, int silent, const char *title);
+/* How many raw files, and bytes, the cache directory keeps (README, man page). */
+#define CLI_RAW_KEEP 20
+#define CLI_RAW_KEEP_BYTES (512ull << 20)
+/*
+ * Remove the older raw files rbpeek wrote in the cache directory dir (its
+ * own names, regular files of the user, raw content) beyond the newest
+ * keep and keep_bytes; the newest always stays.  Returns how many went.
+ */
+int cli_raw_cache_trim(const char *dir, size_t keep, unsigned long long keep_bytes);
 
 #endif

@@ -76,6 +76,9 @@ static const char alloc_usage[] =
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
 	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
 	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
+	"      --raw-file PATH     write the raw profile to PATH instead of the cache\n"
+	"                          directory (which keeps the newest 20, 512 MB at most)\n"
+	"      --no-raw            keep no raw profile\n"
 	"      --silent            no live table on stderr\n"
 	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
 	"                          sites; what happens anyway where eBPF is refused)\n"
@@ -96,6 +99,7 @@ struct alloc_opts {
 	const char *format;
 	const char *force_version;
 	int silent;
+	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 	int no_bpf;
 };
 
@@ -178,7 +182,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 {
-	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF };
+	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -189,6 +193,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },
+		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
+		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -224,6 +230,12 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
+		case OPT_RAWFILE:
+			if (!*optarg || !strcmp(optarg, "-"))
+				return cli_usage_error("alloc", "--raw-file wants a file name");
+			o->raw = optarg;
+			break;
+		case OPT_NORAW: o->raw = ""; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("alloc", c, argv, NULL);
@@ -868,7 +880,7 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 		 "%llu (1 sample = %.1f allocations)", (int)r->t->pid,
 		 (double)r->p->meta.duration_ns / 1e9, (unsigned long long)r->allocs,
 		 (unsigned long long)r->samples, (double)r->allocs / (double)r->samples);
-	return cli_write_outputs(r->p, fmt, o->output ? o->output : outbuf, o->silent, title);
+	return cli_write_outputs(r->p, fmt, o->output ? o->output : outbuf, o->raw, o->silent, title);
 }
 
 int cmd_alloc(int argc, char **argv)
@@ -897,7 +909,8 @@ int cmd_alloc(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	/* the output is checked once the target is known to be readable */
-	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)) || (rc = cli_check_output(o.output)))
+	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)) || (rc = cli_check_output(o.output)) ||
+	    (o.raw && *o.raw && (rc = cli_check_output(o.raw))))
 		goto cleanup;
 	p.meta.pid = o.pid;
 	p.meta.ruby_version = rbp_profile_str(&p, subj.version);

@@ -60,6 +60,10 @@ static const char record_usage[] =
 	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
+	"      --raw-file PATH     write the raw profile (to convert later with 'rbpeek report')\n"
+	"                          to PATH instead of the cache directory ~/.cache/rbpeek,\n"
+	"                          which keeps the newest 20 raw files (and 512 MB at most)\n"
+	"      --no-raw            keep no raw profile\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
@@ -86,6 +90,7 @@ struct record_opts {
 	int no_drop_root;
 	int native;
 	int subprocesses;
+	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -105,7 +110,7 @@ static void print_usage(void)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -124,6 +129,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
+		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
+		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -160,6 +167,12 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
+		case OPT_RAWFILE:
+			if (!*optarg || !strcmp(optarg, "-"))
+				return cli_usage_error("record", "--raw-file wants a file name");
+			o->raw = optarg;
+			break;
+		case OPT_NORAW: o->raw = ""; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("record", c, argv, NULL);
@@ -475,7 +488,7 @@ int cmd_record(int argc, char **argv)
 	if ((rc = cli_pick_format("record", o.format, o.output, &fmt)))
 		return rc;
 	/* a program is not started for nothing; a --pid is first attached (below) */
-	if (o.cmd && (rc = cli_check_output(o.output)))
+	if (o.cmd && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
 		return rc;
 	/* wake for each tick within 1 us, not the default 50 us of slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -505,7 +518,7 @@ int cmd_record(int argc, char **argv)
 		}
 		return rc;
 	}
-	if (o.pid && (rc = cli_check_output(o.output)))
+	if (o.pid && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
 		goto cleanup;
 	if (o.native && (err = rbp_native_open(t, &nat))) {
 		rc = cli_fail(err, &subj);
@@ -561,7 +574,7 @@ int cmd_record(int argc, char **argv)
 		snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
 			 (int)p.meta.pid, *p.meta.cmdline ? " " : "", p.meta.cmdline,
 			 (double)p.meta.duration_ns / 1e9, p.n_samples);
-		rc = cli_write_outputs(&p, fmt, o.output, o.silent, title);
+		rc = cli_write_outputs(&p, fmt, o.output, o.raw, o.silent, title);
 	}
 	rbp_profile_free(&p);
 cleanup:

@@ -170,19 +170,23 @@ static int cache_dir(char *buf, size_t n)
 }
 
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, int silent, const char *title)
+		      const char *output, const char *raw, int silent, const char *title)
 {
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
 	char dir[4096], raw_path[8192];
 	struct rbp_output_opts oo = { .title = title };
 	int rc = 0, raw_kept = 0;
 
-	if (!cache_dir(dir, sizeof(dir))) {
+	if (raw && *raw) {   /* --raw-file */
+		snprintf(raw_path, sizeof(raw_path), "%s", raw);
+		raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path);
+	} else if (!raw && !cache_dir(dir, sizeof(dir))) {
 		cli_default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
 		if ((raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path)))
-			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
-				raw_path);
+			cli_raw_cache_trim(dir, CLI_RAW_KEEP, CLI_RAW_KEEP_BYTES);
 	}
+	if (raw_kept)
+		fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n", raw_path);
 	if ((rc = cli_write_file(p, fmt, &oo, output))) {
 		/* disk full, say: nothing recorded is lost while the raw file is there */
 		if (raw_kept)

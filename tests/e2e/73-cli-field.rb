@@ -12,15 +12,15 @@ require_relative "lib/record"
 include E2E
 R = Record
 
-names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first]
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first field/raw-file field/raw-cache-bounded]
 exit 0 if skip_unless_tracing(names)
 
 # A short Ruby program that works for ~0.4 s, recorded from its start.
 WORK = "def w; t = Time.now; nil while Time.now - t < 0.4; end; w"
 
-def record_cmd(*opts, prog: WORK, status: nil)
+def record_cmd(*opts, prog: WORK, status: nil, env: {})
   R.rec("record", "--silent", *opts, "--", RbConfig.ruby, "-e", status ? "#{prog}; exit #{status}" : prog,
-        timeout: 30)
+        timeout: 30, env: env)
 end
 
 # Each name's first bytes say which format was written.
@@ -167,6 +167,65 @@ test("field/permission-first") do
   else
     fail("field/permission-first", "record --pid (root's) as nobody in /: #{r.describe}, expected exit 4 about permission")
   end
+end
+
+# --raw-file PATH puts the raw profile there, --no-raw keeps none; neither
+# adds to the cache directory.
+test("field/raw-file") do
+  cache = R.tmp("cache-rawfile", mkdir: true)
+  raw = R.tmp("mine.raw.gz")
+  r1 = R.rec("record", "--silent", "-o", R.tmp("a.svg"), "--raw-file", raw, "--", RbConfig.ruby, "-e", WORK,
+             env: { "XDG_CACHE_HOME" => cache }, timeout: 30)
+  r2 = R.rec("record", "--silent", "-o", R.tmp("b.svg"), "--no-raw", "--", RbConfig.ruby, "-e", WORK,
+             env: { "XDG_CACHE_HOME" => cache }, timeout: 30)
+  rep = R.rec("report", "-i", raw, "-o", R.tmp("c.folded"))
+  in_cache = Dir.glob(File.join(cache, "**", "*.raw.gz"))
+  if !r1.status&.zero? || !r2.status&.zero? then fail("field/raw-file", "#{r1.describe}; #{r2.describe}")
+  elsif !rep.status&.zero? then fail("field/raw-file", "report -i --raw-file's file: #{rep.describe}")
+  elsif !in_cache.empty? then fail("field/raw-file", "raw files in the cache: #{in_cache}")
+  elsif R.stderr_of(r2).include?("raw profile") then fail("field/raw-file", "--no-raw still announced a raw profile")
+  else ok("field/raw-file")
+  end
+end
+
+# The cache keeps the newest 20 raw files, removing the oldest first, and
+# never a file rbpeek did not write there (other names, other content,
+# symlinks).
+test("field/raw-cache-bounded") do
+  cache = R.tmp("cache-bounded", mkdir: true)
+  dir = File.join(cache, "rbpeek")
+  FileUtils.mkdir_p(dir)
+  seed = R.tmp("seed.raw.gz")
+  r = record_cmd("-o", seed)
+  next fail("field/raw-cache-bounded", "seed: #{r.describe}") unless r.status&.zero?
+
+  olds = (1..25).map do |i|
+    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 1000 + i, i))
+    FileUtils.cp(seed, f)
+    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
+    f
+  end
+  decoys = {
+    "rbpeek-1-20200101-000000.raw.gz" => ->(f) { File.write(f, "not a raw profile") },
+    "notes.txt" => ->(f) { File.write(f, "mine") },
+    "rbpeek-2-20200101-000000.raw.gz.bak" => ->(f) { FileUtils.cp(seed, f) },
+    "rbpeek-3-20200101-000000.raw.gz" => ->(f) { File.symlink(seed, f) }
+  }
+  decoys.each do |name, make|
+    f = File.join(dir, name)
+    make.(f)
+    File.lutime(Time.at(1_500_000_000), Time.at(1_500_000_000), f) rescue nil
+  end
+  r = record_cmd("-o", R.tmp("new.svg"), env: { "XDG_CACHE_HOME" => cache })
+  ours = Dir.children(dir).select { |n| n =~ /\Arbpeek-\d+-\d{8}-\d{6}(-\d+)?\.raw\.gz\z/ && File.file?(File.join(dir, n)) && !File.symlink?(File.join(dir, n)) }
+  kept_old = olds.select { |f| File.exist?(f) }
+  probs = []
+  probs << "record: #{r.describe}" unless r.status&.zero?
+  probs << "decoys removed: #{decoys.keys.reject { |n| File.exist?(File.join(dir, n)) || File.symlink?(File.join(dir, n)) }}" \
+    unless decoys.keys.all? { |n| File.exist?(File.join(dir, n)) || File.symlink?(File.join(dir, n)) }
+  probs << "#{kept_old.size} of the 25 old raw files kept, expected the newest 19" unless kept_old == olds.last(19)
+  probs << "#{ours.size - 1} our raw files besides decoys, expected 20" unless ours.size - 1 == 20 # the fake-content decoy has our name
+  probs.empty? ? ok("field/raw-cache-bounded", "20 kept, 6 oldest removed, 4 decoys untouched") : fail("field/raw-cache-bounded", probs.join("; "))
 end
 
 finish
