@@ -157,11 +157,20 @@ void cli_default_output(char *buf, size_t n, const char *dir, int pid, const cha
  * Write a finished recording: a raw copy (announced on stderr) and fmt to
  * output.  raw is where the copy goes: NULL for the cache directory
  * ($XDG_CACHE_HOME/rbpeek, trimmed afterwards: cli_raw_cache_trim), "" for
- * none (--no-raw), else a path (--raw-file).  Prints what it wrote;
- * returns 0 or EXIT_OUTPUT.
+ * none (--no-raw), else a path (--raw-file).  The raw copy has every
+ * sample; fmt leaves out those flagged with a bit of hide (RBP_SAMPLE_IDLE
+ * unless --idle).  Prints what it wrote; returns 0 or EXIT_OUTPUT.
  */
+/*
+ * The title of a written profile ("rbpeek: pid P CMD, S s, N samples"),
+ * saying how many samples of threads waiting for work (RBP_SAMPLE_IDLE)
+ * are hidden unless keep_idle.  Returns buf.
+ */
+char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle, char *buf,
+			size_t n);
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, const char *raw, int silent, const char *title);
+		      const char *output, const char *raw, unsigned hide, int silent,
+		      const char *title);
 /* How many raw files, and bytes, the cache directory keeps (README, man page). */
 #define CLI_RAW_KEEP 20
 #define CLI_RAW_KEEP_BYTES (512ull << 20)

@@ -880,7 +880,7 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 		 "%llu (1 sample = %.1f allocations)", (int)r->t->pid,
 		 (double)r->p->meta.duration_ns / 1e9, (unsigned long long)r->allocs,
 		 (unsigned long long)r->samples, (double)r->allocs / (double)r->samples);
-	return cli_write_outputs(r->p, fmt, o->output ? o->output : outbuf, o->raw, o->silent, title);
+	return cli_write_outputs(r->p, fmt, o->output ? o->output : outbuf, o->raw, 0, o->silent, title);
 }
 
 int cmd_alloc(int argc, char **argv)

@@ -47,6 +47,11 @@ static const char record_usage[] =
 	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
 	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"      --on-cpu            keep only samples of threads running on a CPU\n"
+	"      --idle              keep samples of threads waiting for work (default: left\n"
+	"                          out of the output, not of the raw file: a thread blocked\n"
+	"                          in a pool's ConditionVariable#wait, Queue#pop, IO.select,\n"
+	"                          accept, Thread#join...; a request in sleep or waiting on\n"
+	"                          a database still shows); --no-idle: the default\n"
 	"      --gvl               keep only samples of the thread holding the GVL\n"
 	"      --threads           one root frame per thread\n"
 	"      --function          aggregate by function (first line) instead of by line\n"
@@ -91,6 +96,7 @@ struct record_opts {
 	int native;
 	int subprocesses;
 	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
+	int idle;                 /* --idle: keep samples of threads waiting for work */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -110,7 +116,8 @@ static void print_usage(void)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
+	       OPT_IDLE, OPT_NOIDLE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -131,6 +138,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
 		{ "no-raw", no_argument, NULL, OPT_NORAW },
+		{ "idle", no_argument, NULL, OPT_IDLE },
+		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -173,6 +182,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->raw = optarg;
 			break;
 		case OPT_NORAW: o->raw = ""; break;
+		case OPT_IDLE: o->idle = 1; break;
+		case OPT_NOIDLE: o->idle = 0; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("record", c, argv, NULL);
@@ -571,10 +582,19 @@ int cmd_record(int argc, char **argv)
 			cli_default_output(outbuf, sizeof(outbuf), "", subj.pid, fmt->ext);
 			o.output = outbuf;
 		}
-		snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
-			 (int)p.meta.pid, *p.meta.cmdline ? " " : "", p.meta.cmdline,
-			 (double)p.meta.duration_ns / 1e9, p.n_samples);
-		rc = cli_write_outputs(&p, fmt, o.output, o.raw, o.silent, title);
+		size_t idle = rbp_profile_mark_idle_threads(&p);
+		if (idle == p.n_samples && !o.idle) {
+			fprintf(stderr, "rbpeek: every sample was of a thread waiting for work: "
+				"all are kept\n");
+			o.idle = 1;
+		}
+		cli_profile_title(&p, idle, o.idle, title, sizeof(title));
+		if (!o.silent && !o.idle && idle)
+			fprintf(stderr, "rbpeek: %zu of %zu samples (%.0f%%) were threads waiting for work "
+				"(a pool's ConditionVariable#wait, IO.select, ...): left out (--idle keeps "
+				"them)\n", idle, p.n_samples, 100.0 * (double)idle / (double)p.n_samples);
+		rc = cli_write_outputs(&p, fmt, o.output, o.raw, o.idle ? 0 : RBP_SAMPLE_IDLE,
+				       o.silent, title);
 	}
 	rbp_profile_free(&p);
 cleanup:

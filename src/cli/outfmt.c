@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "output/output.h"
+#include "profile/profile.h"
 
 /* Whether word is one of the space-separated words of list. */
 static int has_word(const char *list, const char *word)
@@ -86,4 +87,16 @@ int cli_check_output(const char *output)
 		return EXIT_OUTPUT;
 	}
 	return 0;
+}
+
+char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle, char *buf,
+			size_t n)
+{
+	int len = snprintf(buf, n, "rbpeek: pid %d%s%s, %.1f s, %zu samples", (int)p->meta.pid,
+			   *p->meta.cmdline ? " " : "", p->meta.cmdline,
+			   (double)p->meta.duration_ns / 1e9, p->n_samples - (keep_idle ? 0 : idle));
+	if (!keep_idle && idle && len > 0 && (size_t)len < n)
+		snprintf(buf + len, n - (size_t)len, " (%.0f%% more, of threads waiting for work, "
+			 "hidden: --idle shows them)", 100.0 * (double)idle / (double)p->n_samples);
+	return buf;
 }

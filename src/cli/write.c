@@ -170,8 +170,11 @@ static int cache_dir(char *buf, size_t n)
 }
 
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, const char *raw, int silent, const char *title)
+		      const char *output, const char *raw, unsigned hide, int silent,
+		      const char *title)
 {
+	struct rbp_profile view;
+	size_t hidden = 0;
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
 	char dir[4096], raw_path[8192];
 	struct rbp_output_opts oo = { .title = title };
@@ -187,7 +190,17 @@ int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
 	}
 	if (raw_kept)
 		fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n", raw_path);
-	if ((rc = cli_write_file(p, fmt, &oo, output))) {
+	if (hide && fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
+		if (rbp_profile_view_without(p, (uint8_t)hide, &view, &hidden)) {
+			fprintf(stderr, "rbpeek: error: out of memory\n");
+			return EXIT_INTERNAL;
+		}
+		p = &view;
+	}
+	rc = cli_write_file(p, fmt, &oo, output);
+	if (p == &view)
+		rbp_profile_view_free(&view);
+	if (rc) {
 		/* disk full, say: nothing recorded is lost while the raw file is there */
 		if (raw_kept)
 			fprintf(stderr, "hint: the recording is kept: rbpeek report -i %s -f %s -o FILE\n",

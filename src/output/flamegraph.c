@@ -29,6 +29,11 @@
  * and width in samples, depth) holding a <title> tooltip, a <rect> and a
  * <text> label truncated with ".." to the rect's width; the script reads
  * those attributes to zoom and search without any other copy of the data.
+ *
+ * In a browser the script fits the image to the window's width (again on
+ * every resize: the 1200 px written are for viewers without scripts) and
+ * scrolls to the bottom, where the root is.  A legend says what the
+ * colours mean.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +42,10 @@
 #include "util/utf8.h"
 #include "util/err.h"
 
-#define FG_WIDTH 1200     /* image width, px */
+#define FG_WIDTH 1200     /* image width, px, until the script fits it to the window */
 #define FG_PAD 10         /* left and right margins, px */
 #define FG_FRAME_H 16     /* one stack level, px */
-#define FG_TOP 64         /* title, subtitle, buttons */
+#define FG_TOP 80         /* title, subtitle, buttons, legend */
 #define FG_BOTTOM 48      /* details line and footnote */
 #define FG_CHAR_W 7.2     /* 12px monospace advance, px */
 #define FG_MIN_PERMILLE 1 /* frames narrower than 1/1000 of the samples are omitted */
@@ -377,7 +382,8 @@ static const char fg_style[] =
 static const char fg_script[] =
 	"(function () {\n"
 	"'use strict';\n"
-	"var W = 1200, PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var SVG = document.documentElement, W = +SVG.getAttribute('width');\n"
+	"var H = +SVG.getAttribute('height'), PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
 	"var $ = function (id) { return document.getElementById(id); };\n"
 	"var F = [].map.call(document.querySelectorAll('#frames > g.f'), function (g) {\n"
 	"  var t = g.querySelector('title').textContent, r = g.querySelector('rect');\n"
@@ -402,6 +408,27 @@ static const char fg_script[] =
 	"}\n"
 	"function view() {\n"
 	"  return zoomed ? [zoomed.x, zoomed.w, zoomed.d] : [0, total, 0];\n"
+	"}\n"
+	"/* the window's width (without a scrollbar), at least 400 px */\n"
+	"function fit() {\n"
+	"  var w = Math.max(400, Math.floor(Math.min(window.innerWidth || W,\n"
+	"    SVG.clientWidth || window.innerWidth || W)));\n"
+	"  if (w === W) return;\n"
+	"  W = w;\n"
+	"  SVG.setAttribute('width', w);\n"
+	"  SVG.setAttribute('viewBox', '0 0 ' + w + ' ' + H);\n"
+	"  $('background').setAttribute('width', w);\n"
+	"  ['title', 'subtitle', 'footnote'].forEach(function (id) {\n"
+	"    if ($(id)) $(id).setAttribute('x', (w / 2).toFixed(0));\n"
+	"  });\n"
+	"  var tt = $('title'), full = tt.querySelector('title').textContent;\n"
+	"  var fitc = Math.floor((w - 2 * 110 - 6) / 10.2), chars = Array.from(full);\n"
+	"  var tn = tt.lastChild.nodeType === 3 ? tt.lastChild :\n"
+	"    tt.appendChild(document.createTextNode(''));\n"
+	"  tn.textContent = chars.length <= fitc ? full :\n"
+	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
+	"  $('search').setAttribute('x', w - PAD - 100);\n"
+	"  $('matched').setAttribute('x', w - PAD);\n"
 	"}\n"
 	"function zoom(z) {\n"
 	"  zoomed = z && z !== F[0] ? z : null;\n"
@@ -487,9 +514,15 @@ static const char fg_script[] =
 	"  }\n"
 	"});\n"
 	"window.addEventListener('hashchange', load);\n"
+	"window.addEventListener('resize', function () {\n"
+	"  var w = W; fit(); if (w !== W) zoom(zoomed);\n"
+	"});\n"
 	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
 	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
+	"fit();\n"
 	"load();\n"
+	"/* the root is at the bottom: open there */\n"
+	"window.scrollTo(0, Math.max(0, H - (window.innerHeight || H)));\n"
 	"})();\n";
 
 static void fg_header(FILE *out, const struct fg_name *title, int height)
@@ -502,13 +535,36 @@ static void fg_header(FILE *out, const struct fg_name *title, int height)
 		"<stop offset=\"5%%\" stop-color=\"#eeeeee\"/><stop offset=\"95%%\" "
 		"stop-color=\"#eeeeb0\"/></linearGradient></defs>\n"
 		"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
-		"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
+		"<rect id=\"background\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
 		FG_WIDTH, height, FG_WIDTH, height, fg_style, FG_WIDTH, height);
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"><title>", FG_WIDTH / 2);
 	fg_xml(out, title->s, strlen(title->s));
 	fputs("</title>", out);
 	fg_label(out, title, FG_WIDTH - 2 * 110);   /* leave room for the buttons */
 	fputs("</text>\n", out);
+}
+
+/* What the colours mean (the middle of each family fg_colour() draws from). */
+static void fg_legend(FILE *out)
+{
+	static const struct {
+		const char *fill, *what;
+	} keys[] = {
+		{ "rgb(230,115,27)", "Ruby" },
+		{ "rgb(90,180,230)", "C method" },
+		{ "rgb(185,130,225)", "native (--native)" },
+		{ "rgb(110,210,105)", "GC" },
+		{ "rgb(190,190,195)", "thread / process" },
+	};
+	int x = FG_PAD;
+
+	fputs("<g id=\"legend\">", out);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		fprintf(out, "<rect x=\"%d\" y=\"53\" width=\"10\" height=\"10\" rx=\"2\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"62\">%s</text>", x, keys[i].fill, x + 14, keys[i].what);
+		x += 14 + (int)(strlen(keys[i].what) * FG_CHAR_W) + 16;
+	}
+	fputs("</g>\n", out);
 }
 
 static void fg_subtitle(const struct fg *g, FILE *out, int height)
@@ -536,6 +592,7 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
 		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
+	fg_legend(out);
 	if (g->omitted)
 		fprintf(out, "<text id=\"footnote\" x=\"%d\" y=\"%d\">%s frame%s narrower than "
 			"0.1%% of the samples not drawn</text>\n", FG_WIDTH / 2, height - 10,

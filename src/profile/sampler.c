@@ -144,6 +144,13 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		return err;
 	if ((err = rbp_profile_thread(l->p, (int32_t)l->t->pid, th->tid, name, &idx)))
 		return err;
+	/* waiting for work: judged by the innermost Ruby-level frame (not --native's) */
+	size_t top = 0;
+	while (top + 1 < th->n_frames && frames[top].kind == RBP_FRAME_NATIVE)
+		top++;
+	if (!(flags & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU)) && th->running <= 0 && !th->gc &&
+	    rbp_waiting_for_work(frames[top].label, th->n_frames - top, th->is_main))
+		flags |= RBP_SAMPLE_IDLE;
 	return rbp_profile_add(l->p, t_ns, idx, node, flags);
 }
 

@@ -141,7 +141,8 @@ check_with("puma", "servers/puma-cluster", "puma not installed (Debian package p
     with_load(port, 12) do
       sleep 0.5
       out = R.tmp("puma.txt")
-      res = R.rec("record", "--subprocesses", "-d", "4", "-f", "collapsed", "-o", out, "--pid", master, timeout: 30)
+      # --idle: the master only waits, and must still be there
+      res = R.rec("record", "--subprocesses", "--idle", "-d", "4", "-f", "collapsed", "-o", out, "--pid", master, timeout: 30)
       next probs << "record: #{res.describe}" unless res.status&.zero?
 
       procs = R.by_process(R.read_collapsed(out))
