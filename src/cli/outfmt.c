@@ -96,7 +96,6 @@ char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle,
 			   *p->meta.cmdline ? " " : "", p->meta.cmdline,
 			   (double)p->meta.duration_ns / 1e9, p->n_samples - (keep_idle ? 0 : idle));
 	if (!keep_idle && idle && len > 0 && (size_t)len < n)
-		snprintf(buf + len, n - (size_t)len, " (%.0f%% more, of threads waiting for work, "
-			 "hidden: --idle shows them)", 100.0 * (double)idle / (double)p->n_samples);
+		snprintf(buf + len, n - (size_t)len, " (+%zu idle hidden: --idle)", idle);
 	return buf;
 }

@@ -17,6 +17,12 @@
 //             and, with --collapsed, within 0.5 points of the share of
 //             folded stacks containing a match
 //   url-search  #s=REGEX reproduces the search; Esc clears it
+//   filter    with --filter NAME: the thread filter lists every thread; picking
+//             the thread named NAME (then each other one) redraws the graph
+//             from its samples alone: the root spans the width, every frame
+//             sits inside its parent, frames of the other threads only are
+//             hidden, the URL says #t=..., which reopens the same view, and
+//             "all threads" brings back the whole graph
 //   width-W   at a window W px wide (1200 and 700): the image is as wide as
 //             the window (less a scrollbar), the root frame spans it less the
 //             margins, a resize to the other width refits it, the legend
@@ -33,7 +39,7 @@ let FULL = 1180;  // image width minus margins: set from the page (it fits the w
 
 function parseArgs(argv) {
 	const a = { file: null, name: 'flamegraph', expect: [], zoom: null, search: null,
-		collapsed: null, screenshot: null };
+		collapsed: null, screenshot: null, filter: null };
 	for (let i = 0; i < argv.length; i++) {
 		const k = argv[i], v = argv[i + 1];
 		if (k === '--expect') { a.expect.push(v); i++; }
@@ -196,6 +202,51 @@ async function shot(page, suffix) {
 	await page.setViewportSize({ width: 1200, height: 900 });
 }
 
+// Shown frames' rects and parents, to check a filtered layout.
+async function layout(page) {
+	return page.evaluate(() => [...document.querySelectorAll('#frames > g.f')].map((g) => {
+		const r = g.querySelector('rect');
+		return { id: g.id, p: g.hasAttribute('data-p') ? +g.dataset.p : -1,
+			shown: getComputedStyle(g).display !== 'none' && +r.getAttribute('width') > 0,
+			x: +r.getAttribute('x'), w: +r.getAttribute('width'),
+			name: g.querySelector('title').textContent };
+	}));
+}
+
+async function checkFilter(browser, page, errors) {
+	const opts = await page.evaluate(() => [...document.querySelectorAll('#thread option')]
+		.map((o) => ({ v: o.value, text: o.textContent })));
+	const mine = opts.find((o) => o.text.includes(`(${args.filter})`));
+	if (opts.length < 3 || !mine)
+		return report('filter', false, `options ${JSON.stringify(opts)}, none for thread ${args.filter}`);
+	const all = await layout(page);
+	const probs = [];
+	for (const o of [mine, ...opts.filter((x) => x.v !== 'all' && x !== mine)]) {
+		await page.selectOption('#thread', o.v);
+		const fs = await layout(page);
+		const byIdx = fs;
+		const root = fs.find((f) => f.p < 0);
+		if (Math.abs(root.w - FULL) > 0.01) probs.push(`${o.text}: root ${root.w} wide`);
+		const outside = fs.filter((f) => f.shown && f.p >= 0 && (!byIdx[f.p].shown ||
+			f.x < byIdx[f.p].x - 0.01 || f.x + f.w > byIdx[f.p].x + byIdx[f.p].w + 0.01));
+		if (outside.length) probs.push(`${o.text}: ${outside.length} frames outside their parent (${outside[0].name})`);
+		if (fs.filter((f) => f.shown).length >= all.filter((f) => f.shown).length)
+			probs.push(`${o.text}: nothing hidden`);
+		if (new URL(page.url()).hash.indexOf(`t=${o.v}`) < 0) probs.push(`${o.text}: URL ${page.url()}`);
+		if (o === mine) {
+			const again = await open(browser, page.url(), errors);
+			const re = await layout(again);
+			if (re.filter((f) => f.shown).length !== fs.filter((f) => f.shown).length)
+				probs.push(`${page.url()} reopened shows another set of frames`);
+			await again.close();
+		}
+	}
+	await page.selectOption('#thread', 'all');
+	const back = await layout(page);
+	if (back.some((f, i) => !f.shown || Math.abs(f.w - all[i].w) > 0.01)) probs.push('"all threads" does not bring back the graph');
+	report('filter', probs.length === 0, probs.join('; '));
+}
+
 // The image fits a window `width` px wide, refits on resize, has a legend,
 // and opens with the root (the bottom frame) on screen.
 async function checkWidth(browser, url, errors, width) {
@@ -243,6 +294,8 @@ async function main() {
 			await checkZoom(browser, page, url, errors);
 		if (args.search)
 			await checkSearch(browser, page, url, errors);
+		if (args.filter)
+			await checkFilter(browser, page, errors);
 		for (const w of [1200, 700])
 			await checkWidth(browser, url, errors, w);
 		report('errors', errors.length === 0, errors.join('; '));
