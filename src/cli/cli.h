@@ -135,6 +135,8 @@ int cli_pick_name(const char *cmd, const char *given, const char *fits, const ch
  * so that a permission problem with the target is told first.
  */
 int cli_check_output(const char *output);
+/* --raw-file PATH into *raw; a usage error (printed, EXIT_USAGE) for "" or "-". */
+int cli_raw_file_opt(const char *cmd, const char *path, const char **raw);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary

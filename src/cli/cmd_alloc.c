@@ -231,9 +231,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
 		case OPT_RAWFILE:
-			if (!*optarg || !strcmp(optarg, "-"))
-				return cli_usage_error("alloc", "--raw-file wants a file name");
-			o->raw = optarg;
+			if (cli_raw_file_opt("alloc", optarg, &o->raw))
+				return EXIT_USAGE;
 			break;
 		case OPT_NORAW: o->raw = ""; break;
 		case 'h': print_usage(); exit(0);

@@ -177,9 +177,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
 		case OPT_RAWFILE:
-			if (!*optarg || !strcmp(optarg, "-"))
-				return cli_usage_error("record", "--raw-file wants a file name");
-			o->raw = optarg;
+			if (cli_raw_file_opt("record", optarg, &o->raw))
+				return EXIT_USAGE;
 			break;
 		case OPT_NORAW: o->raw = ""; break;
 		case OPT_IDLE: o->idle = 1; break;

@@ -99,3 +99,11 @@ char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle,
 		snprintf(buf + len, n - (size_t)len, " (+%zu idle hidden: --idle)", idle);
 	return buf;
 }
+
+int cli_raw_file_opt(const char *cmd, const char *path, const char **raw)
+{
+	if (!*path || !strcmp(path, "-"))
+		return cli_usage_error(cmd, "--raw-file wants a file name");
+	*raw = path;
+	return 0;
+}

@@ -19,31 +19,29 @@ static struct rbp_sampler_status st(uint64_t ticks, uint64_t late, uint64_t tick
 	return s;
 }
 
+static const struct {
+	const char *name;
+	uint64_t ticks, late, tick_us;
+	uint32_t rate;
+	enum rbp_late_cause want;
+} cases[] = {
+	{ "busy host at 100 Hz, cheap ticks, 2.5 % late: no advice", 6000, 150, 80, 100, RBP_LATE_FEW },
+	{ "busy host at 100 Hz, cheap ticks, 20 % late: the host, not the rate", 6000, 1200, 80, 100,
+	  RBP_LATE_HOST },
+	{ "10 kHz with 60 us ticks (over a quarter of 100 us), 3 % late: the rate", 50000, 1500, 60,
+	  10000, RBP_LATE_COST },
+	{ "10 kHz with 60 us ticks but 0.5 % late: nothing to say", 50000, 250, 60, 10000, RBP_LATE_FEW },
+	{ "no ticks: nothing to say", 0, 0, 0, 100, RBP_LATE_FEW },
+	{ "no rate: nothing to say", 10, 10, 10, 0, RBP_LATE_FEW },
+};
+
 int main(void)
 {
-	struct rbp_sampler_status s;
-
-	TEST("busy host at 100 Hz, cheap ticks, 2.5 % late: no advice") {
-		s = st(6000, 150, 80);
-		CHECK(rbp_sampler_late_cause(&s, 100) == RBP_LATE_FEW);
-	}
-	TEST("busy host at 100 Hz, cheap ticks, 20 % late: the host, not the rate") {
-		s = st(6000, 1200, 80);
-		CHECK(rbp_sampler_late_cause(&s, 100) == RBP_LATE_HOST);
-	}
-	TEST("10 kHz with 60 us ticks (over a quarter of 100 us), 3 % late: the rate") {
-		s = st(50000, 1500, 60);
-		CHECK(rbp_sampler_late_cause(&s, 10000) == RBP_LATE_COST);
-	}
-	TEST("10 kHz with 60 us ticks but 0.5 % late: nothing to say") {
-		s = st(50000, 250, 60);
-		CHECK(rbp_sampler_late_cause(&s, 10000) == RBP_LATE_FEW);
-	}
-	TEST("no ticks, no rate: nothing to say") {
-		s = st(0, 0, 0);
-		CHECK(rbp_sampler_late_cause(&s, 100) == RBP_LATE_FEW);
-		s = st(10, 10, 10);
-		CHECK(rbp_sampler_late_cause(&s, 0) == RBP_LATE_FEW);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rbp_sampler_status s = st(cases[i].ticks, cases[i].late, cases[i].tick_us);
+		TEST(cases[i].name) {
+			CHECK(rbp_sampler_late_cause(&s, cases[i].rate) == cases[i].want);
+		}
 	}
 	return harness_report();
 }
