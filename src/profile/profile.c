@@ -180,8 +180,7 @@ int rbp_waiting_for_work(const char *label, size_t depth, int is_main)
 	static const char *const waits[] = {
 		"Thread::Mutex#sleep", "Thread::ConditionVariable#wait", "Thread::Queue#pop",
 		"Thread::SizedQueue#pop", "IO.select", "NIO::Selector#select", "TCPServer#accept",
-		"UNIXServer#accept", "Socket#accept", "Thread#join", "Thread#value", "Process.wait",
-		"Process.wait2", "Process.waitpid", "Process.waitpid2", "Process.waitall",
+		"UNIXServer#accept", "Socket#accept",
 	};
 
 	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)

@@ -133,11 +133,13 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
 /*
  * Whether a blocked thread whose innermost frame is label, depth frames
  * deep, is waiting for work: a thread pool's condition variable, a queue
- * pop, IO.select or nio4r's selector, accept, a join or a wait for a
- * child; or Kernel#sleep at most 4 frames deep in a thread other than the
- * main one (a background timer loop: puma's reaper, a heartbeat).
- * Kernel#sleep deeper down, IO#wait_readable, Monitor waits and C calls
- * into database drivers are not: a request waiting on them is working.
+ * pop, IO.select or nio4r's selector, accept; or Kernel#sleep at most 4
+ * frames deep in a thread other than the main one (a background timer
+ * loop: puma's reaper, a heartbeat).  Kernel#sleep deeper down,
+ * IO#wait_readable, Thread#join, Process.wait, Monitor waits and C calls
+ * into database drivers are not: a request waiting on them is working (a
+ * master or main thread that only waits is idle by
+ * rbp_profile_mark_idle_threads instead).
  */
 int rbp_waiting_for_work(const char *label, size_t depth, int is_main);
 /*
