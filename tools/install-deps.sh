@@ -28,6 +28,7 @@
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
+#   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/90-trace-exec.rb)
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
 #                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
@@ -38,7 +39,7 @@
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
-	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
+	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"
 fi

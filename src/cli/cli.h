@@ -113,6 +113,30 @@ int cmd_top(int argc, char **argv);
 
 struct rbp_profile;
 struct rbp_format;
+/*
+ * The output format (outfmt.c): given (-f NAME, or NULL), else what the
+ * ending of output (-o FILE, or NULL) stands for, else flamegraph.  Prints
+ * the usage error and returns EXIT_USAGE when the name is unknown, when -f
+ * and the ending disagree, or when the ending fits several formats.
+ */
+int cli_pick_format(const char *cmd, const char *given, const char *output,
+		    const struct rbp_format **fmt);
+/*
+ * The same choice among names: fits is the space-separated list of names
+ * the file's ending stands for (NULL: any).  *name is given, else the one
+ * fit, else NULL (the caller's default).  Returns 0 or EXIT_USAGE.
+ */
+int cli_pick_name(const char *cmd, const char *given, const char *fits, const char *output,
+		  const char **name);
+/*
+ * Whether the output can be created: -o FILE (NULL: a default name in the
+ * current directory; "-": stdout, always).  Prints the error; returns 0 or
+ * EXIT_OUTPUT.  Commands reading a live process call it after attaching,
+ * so that a permission problem with the target is told first.
+ */
+int cli_check_output(const char *output);
+/* --raw-file PATH into *raw; a usage error (printed, EXIT_USAGE) for "" or "-". */
+int cli_raw_file_opt(const char *cmd, const char *path, const char **raw);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary
@@ -135,13 +159,34 @@ int cli_check_writable(const char *path);
  */
 void cli_default_output(char *buf, size_t n, const char *dir, int pid, const char *ext);
 /*
- * Write a finished recording: a raw copy in the cache directory
- * ($XDG_CACHE_HOME/rbpeek, announced on stderr) and fmt to output (NULL:
- * a new "rbpeek-PID-DATE-TIME.EXT" in the current directory).  Under sudo
- * all of it is done as the invoking user, in that user's cache directory.
- * Prints what it wrote; returns 0 or EXIT_OUTPUT.
+ * The title of a written profile ("rbpeek: pid P CMD, S s, N samples"),
+ * saying how many samples of threads waiting for work (RBP_SAMPLE_IDLE)
+ * are hidden unless keep_idle.  Returns buf.
+ */
+char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle, char *buf,
+			size_t n);
+/*
+ * Write a finished recording: a raw copy (announced on stderr) and fmt to
+ * output (NULL: a new "rbpeek-PID-DATE-TIME.EXT" in the current
+ * directory).  raw is where the copy goes: NULL for the cache directory
+ * ($XDG_CACHE_HOME/rbpeek, trimmed afterwards: cli_raw_cache_trim), "" for
+ * none (--no-raw), else a path (--raw-file).  The raw copy has every
+ * sample; fmt leaves out those flagged with a bit of hide (RBP_SAMPLE_IDLE
+ * unless --idle).  Under sudo all of it is done as the invoking user, in
+ * that user's cache directory.  Prints what it wrote; returns 0 or
+ * EXIT_OUTPUT.
  */
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, int silent, const char *title);
+		      const char *output, const char *raw, unsigned hide, int silent,
+		      const char *title);
+/* How many raw files, and bytes, the cache directory keeps (README, man page). */
+#define CLI_RAW_KEEP 20
+#define CLI_RAW_KEEP_BYTES (512ull << 20)
+/*
+ * Remove the older raw files rbpeek wrote in the cache directory dir (its
+ * own names, regular files of the user, raw content) beyond the newest
+ * keep and keep_bytes; the newest always stays.  Returns how many went.
+ */
+int cli_raw_cache_trim(const char *dir, size_t keep, unsigned long long keep_bytes);
 
 #endif

@@ -75,7 +75,11 @@ static const char alloc_usage[] =
 	"  -r, --rate N            take about N allocating stacks per second (default 1000)\n"
 	"  -t, --top N             rows per table (default 10)\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
-	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
+	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
+	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
+	"      --raw-file PATH     write the raw profile to PATH instead of the cache\n"
+	"                          directory (which keeps the newest 20, 512 MB at most)\n"
+	"      --no-raw            keep no raw profile\n"
 	"      --silent            no live table on stderr\n"
 	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
 	"                          sites; what happens anyway where eBPF is refused)\n"
@@ -96,6 +100,7 @@ struct alloc_opts {
 	const char *format;
 	const char *force_version;
 	int silent;
+	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 	int no_bpf;
 };
 
@@ -171,7 +176,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 {
-	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF };
+	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -182,6 +187,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },
+		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
+		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -217,6 +224,11 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
+		case OPT_RAWFILE:
+			if (cli_raw_file_opt("alloc", optarg, &o->raw))
+				return EXIT_USAGE;
+			break;
+		case OPT_NORAW: o->raw = ""; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("alloc", c, argv, NULL);
@@ -649,20 +661,6 @@ static int fail_probes(int err, const struct cli_subject *subj)
 	}
 }
 
-static int check_output(const struct alloc_opts *o)
-{
-	if (o->output && strcmp(o->output, "-") && cli_check_writable(o->output)) {
-		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o->output, strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	if (!o->output && cli_check_writable("./x")) {
-		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
-			"hint: choose a file with -o\n", strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	return 0;
-}
-
 /* Read samples until Ctrl-C, the duration, or the target's exit. */
 static int watch(struct run *r, struct rbp_uprobes *u, const char **why)
 {
@@ -874,12 +872,12 @@ static int finish(struct run *r, const struct rbp_format *fmt)
 		 "%llu (1 sample = %.1f allocations)", (int)r->t->pid,
 		 (double)r->p->meta.duration_ns / 1e9, (unsigned long long)r->allocs,
 		 (unsigned long long)r->samples, (double)r->allocs / (double)r->samples);
-	return cli_write_outputs(r->p, fmt, o->output, o->silent, title);
+	return cli_write_outputs(r->p, fmt, o->output, o->raw, 0, o->silent, title);
 }
 
 int cmd_alloc(int argc, char **argv)
 {
-	struct alloc_opts o = { .rate = 1000, .top = 10, .format = "flamegraph" };
+	struct alloc_opts o = { .rate = 1000, .top = 10 };
 	struct cli_subject subj = { 0 };
 	struct rbp_alloc_probe probes[RBP_ALLOC_MAX_PROBES];
 	struct rbp_uprobes *u = NULL;
@@ -892,16 +890,15 @@ int cmd_alloc(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	if (!(fmt = rbp_format_find(o.format)))
-		return cli_usage_error("alloc", "unknown format '%s' (valid: %s)", o.format,
-				       rbp_format_names());
-	if ((rc = check_output(&o)))
+	if ((rc = cli_pick_format("alloc", o.format, o.output, &fmt)))
 		return rc;
 	if ((err = rbp_profile_init(&p)))
 		return cli_fail(err, &subj);
 	subj.pid = o.pid;
 	cli_signals_init();
-	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)))
+	/* the output is checked once the target is known to be readable */
+	if ((rc = setup(&r, &o, &subj, probes, &n_probes, &u)) || (rc = cli_check_output(o.output)) ||
+	    (o.raw && *o.raw && (rc = cli_check_output(o.raw))))
 		goto cleanup;
 	p.meta.pid = o.pid;
 	p.meta.ruby_version = rbp_profile_str(&p, subj.version);

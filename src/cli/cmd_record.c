@@ -6,6 +6,7 @@
  * (always, in the cache directory) and the chosen format.  The output path
  * is checked before sampling starts, so a typo does not cost a recording.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -45,9 +46,15 @@ static const char record_usage[] =
 	"  -r, --rate HZ           samples per second (default 100)\n"
 	"  -d, --duration SECONDS  stop after this long\n"
 	"  -o, --output FILE       where to write (default rbpeek-PID-YYYYmmdd-HHMMSS.EXT; - for stdout)\n"
-	"  -f, --format FORMAT     output format (default flamegraph; see below)\n"
+	"  -f, --format FORMAT     output format (see below; default: the one -o FILE's name\n"
+	"                          ends in, .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"      --on-cpu            keep only samples of threads on a CPU or ready to run\n"
 	"                          (not blocked in a system call: sleep, I/O, locks, the GVL)\n"
+	"      --idle              keep samples of threads waiting for work (default: left\n"
+	"                          out of the output, not of the raw file: a thread blocked\n"
+	"                          in a pool's ConditionVariable#wait, Queue#pop, IO.select,\n"
+	"                          accept; or that never ran; a request in sleep or waiting on\n"
+	"                          a database still shows); --no-idle: the default\n"
 	"      --gvl               keep only samples of the thread holding the GVL\n"
 	"      --threads           one root frame per thread\n"
 	"      --function          aggregate by function (first line) instead of by line\n"
@@ -61,11 +68,21 @@ static const char record_usage[] =
 	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
+	"      --raw-file PATH     write the raw profile (to convert later with 'rbpeek report')\n"
+	"                          to PATH instead of the cache directory ~/.cache/rbpeek,\n"
+	"                          which keeps the newest 20 raw files (and 512 MB at most)\n"
+	"      --no-raw            keep no raw profile\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
 	"                          where COMMAND runs as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n"
+	"\n"
+	"With -- COMMAND, once the profile is written rbpeek exits with the program's exit\n"
+	"status (128+N when signal N ended it; 0 when it still runs after --duration);\n"
+	"rbpeek's own exit codes (2-11) win when the profile could not be written.\n"
+	"A COMMAND that runs no Ruby within half a second of its last exec is ended\n"
+	"with exit 5 (with --subprocesses, the Ruby processes it starts are recorded).\n"
 	"\n"
 	"formats:\n";
 
@@ -82,6 +99,8 @@ struct record_opts {
 	int no_drop_root;
 	int native;
 	int subprocesses;
+	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
+	int idle;                 /* --idle: keep samples of threads waiting for work */
 };
 
 static void print_usage(void)
@@ -94,7 +113,8 @@ static void print_usage(void)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
+	       OPT_IDLE, OPT_NOIDLE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -113,6 +133,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "force-version", required_argument, NULL, OPT_FORCE },
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
+		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
+		{ "no-raw", no_argument, NULL, OPT_NORAW },
+		{ "idle", no_argument, NULL, OPT_IDLE },
+		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -149,6 +173,13 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
+		case OPT_RAWFILE:
+			if (cli_raw_file_opt("record", optarg, &o->raw))
+				return EXIT_USAGE;
+			break;
+		case OPT_NORAW: o->raw = ""; break;
+		case OPT_IDLE: o->idle = 1; break;
+		case OPT_NOIDLE: o->idle = 0; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("record", c, argv, NULL);
@@ -181,19 +212,38 @@ static int child_exited(void *ctx)
 	return 0;
 }
 
-/* In the child: become the user who ran sudo, unless told not to. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /*
- * Attach to a process, waiting while it is not Ruby yet (a spawned child
- * still loading) or its VM is not up yet.  Gives up after a few seconds
- * of "not Ruby", or when the process is gone.
+ * How long a program we started may run something that is not Ruby before
+ * we say so.  Ruby is recognisable as soon as the dynamic loader has mapped
+ * libruby, a few milliseconds after its exec; the wait restarts at each
+ * exec, so wrappers that exec Ruby (env, rbenv shims, sh -c 'exec ruby')
+ * pass.  Half a second leaves room for a loaded machine.
  */
-static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *vo,
-		  struct rbp_target **t, struct rbp_vm **vm)
+#define NOT_RUBY_NS 500000000ull
+
+/*
+ * Attach to a process, waiting while its VM is not up yet and, for a
+ * program we started (waiting), while it may still exec Ruby.  Gives up
+ * when it has run the same non-Ruby program for NOT_RUBY_NS, or when it is
+ * gone.
+ */
+static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_target **t,
+		  struct rbp_vm **vm)
 {
 	struct timespec pause = { 0, 5 * 1000 * 1000 };
+	char exe[4096] = "", now[4096];
+	uint64_t since = mono_ns();
 	int err;
 
-	for (int tries = 0;; tries++) {
+	for (;;) {
 		err = rbp_target_open_pid(pid, t);
 		if (!err) {
 			err = rbp_vm_attach(*t, vo, vm);
@@ -202,12 +252,87 @@ static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *
 			rbp_target_close(*t);
 			*t = NULL;
 		}
+		if (err == RBP_ENOTRUBY) {
+			rbp_proc_exe(pid, now, sizeof(now));
+			if (strcmp(now, exe)) {   /* it exec'd: wait afresh */
+				snprintf(exe, sizeof(exe), "%s", now);
+				since = mono_ns();
+			}
+		}
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    (err == RBP_ENOTRUBY && tries < not_ruby_tries);
+			    (err == RBP_ENOTRUBY && mono_ns() - since < NOT_RUBY_NS);
 		if (!waiting || !retry || cli_stop_signal() || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
 	}
+}
+
+/* Whether pid descends from root (ppid chain through /proc/PID/stat). */
+static int descends_from(int pid, int root)
+{
+	for (int depth = 0; pid > 1 && depth < 64; depth++) {
+		char path[64], buf[512];
+		FILE *f;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		if (!(f = fopen(path, "r")))
+			return 0;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		char *rp = strrchr(buf, ')');   /* comm may hold spaces and parentheses */
+		if (!rp || sscanf(rp + 1, " %*c %d", &pid) != 1)
+			return 0;
+		if (pid == root)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The first Ruby process descended from root (a shell's child), or 0: what
+ * --subprocesses would follow.  Name is its program, for the hint.
+ */
+static int ruby_descendant(int root, struct rbp_vm_opts *vo, char *name, size_t n)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		struct rbp_target *t = NULL;
+		struct rbp_vm *vm = NULL;
+		if (pid <= 0 || pid == root || !descends_from(pid, root) || rbp_target_open_pid(pid, &t))
+			continue;
+		int err = rbp_vm_attach(t, vo, &vm);
+		if (err != RBP_ENOTRUBY && err != RBP_ENOPROC && err != RBP_EPERM) {
+			found = pid;
+			rbp_proc_exe(pid, name, n);
+		}
+		rbp_vm_free(vm);
+		rbp_target_close(t);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A program we started is not Ruby: say so at once, and where Ruby is. */
+static int not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
+{
+	char exe[4096], name[4096];
+	int child;
+
+	rbp_proc_exe(pid, exe, sizeof(exe));
+	fprintf(stderr, "rbpeek: error: '%s' is not a Ruby process (it runs %s)\n", cmd[0],
+		*exe ? exe : "a program without libruby");
+	if ((child = ruby_descendant(pid, vo, name, sizeof(name))))
+		fprintf(stderr, "hint: it started Ruby as a child (process %d, %s): "
+			"--subprocesses records it and every Ruby it starts\n", child, name);
+	else
+		fprintf(stderr, "hint: run Ruby itself (rbpeek record -- ruby app.rb), or add "
+			"--subprocesses to record the Ruby processes it starts\n");
+	return EXIT_NOTRUBY;
 }
 
 /* ---- live status ------------------------------------------------------ */
@@ -293,7 +418,7 @@ static const char *stop_words(enum rbp_stop_reason r)
 	}
 }
 
-static void print_stats(const struct rbp_sampler_status *st, int gvl_only)
+static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
@@ -323,12 +448,25 @@ static void print_stats(const struct rbp_sampler_status *st, int gvl_only)
 			"max RSS %.1f MB; scheduling: %s\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
 			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0,
 			st->sched == RBP_SCHED_REALTIME ? "real-time" :
-			st->sched == RBP_SCHED_DROPPED ? "real-time given up (over half a CPU)" : "normal");
+			st->sched == RBP_SCHED_DROPPED ?
+			"normal (real-time given up: sampling took over half a CPU for 100 ms)" : "normal");
 	}
-	if (late_pct > 1.0)
-		fprintf(stderr, "hint: more than 1%% of samples were late; lower the rate with -r%s\n",
+	switch (rbp_sampler_late_cause(st, rate)) {
+	case RBP_LATE_COST:
+		fprintf(stderr, "hint: %.1f%% of samples were late: reading one takes %.0f us of the "
+			"%.0f us between samples; lower the rate with -r\n", late_pct,
+			(double)st->tick_ns_sum / 1e3 / (double)st->ticks, 1e6 / rate);
+		break;
+	case RBP_LATE_HOST:
+		fprintf(stderr, "hint: %.1f%% of samples were late because the machine was busy "
+			"(reading one took only %.0f us)%s\n", late_pct,
+			(double)st->tick_ns_sum / 1e3 / (double)st->ticks,
 			st->sched == RBP_SCHED_NORMAL ?
-			" (as root, the sampling thread gets a real-time priority)" : "");
+			"; as root the sampling thread gets a real-time priority" : "");
+		break;
+	default:
+		break;
+	}
 	if (st->stop == RBP_STOP_FAILING)
 		fprintf(stderr, "hint: the last error was: %s\n", rbp_strerror(st->last_err));
 }
@@ -351,7 +489,7 @@ static void print_native_stats(const struct rbp_native *nat, const struct rbp_pr
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .rate = 100, .format = "flamegraph", .so.realtime = 1 };
+	struct record_opts o = { .rate = 100, .so.realtime = 1 };
 	struct cli_subject subj = { 0 };
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
@@ -365,20 +503,13 @@ int cmd_record(int argc, char **argv)
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	if (!(fmt = rbp_format_find(o.format)))
-		return cli_usage_error("record", "unknown format '%s' (valid: %s)", o.format,
-				       rbp_format_names());
+	if ((rc = cli_pick_format("record", o.format, o.output, &fmt)))
+		return rc;
 	if (o.cmd && o.no_drop_root && (rc = cli_check_no_drop_root("record", o.cmd[0])))
 		return rc;
-	if (o.output && strcmp(o.output, "-") && cli_check_writable(o.output)) {
-		fprintf(stderr, "rbpeek: error: cannot write '%s': %s\n", o.output, strerror(errno));
-		return EXIT_OUTPUT;
-	}
-	if (!o.output && cli_check_writable("./x")) {
-		fprintf(stderr, "rbpeek: error: cannot write to the current directory: %s\n"
-			"hint: choose a file with -o\n", strerror(errno));
-		return EXIT_OUTPUT;
-	}
+	/* a program is not started for nothing; a --pid is first attached (below) */
+	if (o.cmd && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
+		return rc;
 	/* wake for each tick within 1 us, not the default 50 us of slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	cli_signals_init();
@@ -387,7 +518,7 @@ int cmd_record(int argc, char **argv)
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;
 	vo.discovery = cli_discovery_env();
-	err = attach(subj.pid, o.cmd != NULL, o.subprocesses ? 200 : 1000, &vo, &t, &vm);
+	err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = rbp_target_open_pid(subj.pid, &t);   /* not Ruby itself: its children may be */
 	if (err) {
@@ -397,8 +528,15 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;
 		}
-		return cli_fail(err, &subj);
+		rc = err == RBP_ENOTRUBY && o.cmd ? not_ruby(o.cmd, subj.pid, &vo) : cli_fail(err, &subj);
+		if (o.cmd) {   /* the program was started to be recorded: it ends with us */
+			kill(child_pid, SIGTERM);
+			waitpid(child_pid, NULL, 0);
+		}
+		return rc;
 	}
+	if (o.pid && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
+		goto cleanup;
 	if (o.native && (err = rbp_native_open(t, &nat))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
@@ -433,7 +571,7 @@ int cmd_record(int argc, char **argv)
 	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
-		print_stats(&st, o.so.gvl_only);
+		print_stats(&st, o.rate, o.so.gvl_only);
 	if (!o.silent && nat)
 		print_native_stats(nat, lv.procs);
 	if (!o.silent && lv.procs)
@@ -450,10 +588,19 @@ int cmd_record(int argc, char **argv)
 		rc = EXIT_NOSAMPLES;
 	} else {
 		char title[512];
-		snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples",
-			 (int)p.meta.pid, *p.meta.cmdline ? " " : "", p.meta.cmdline,
-			 (double)p.meta.duration_ns / 1e9, p.n_samples);
-		rc = cli_write_outputs(&p, fmt, o.output, o.silent, title);
+		size_t idle = rbp_profile_mark_idle_threads(&p);
+		if (idle == p.n_samples && !o.idle) {
+			fprintf(stderr, "rbpeek: every sample was of a thread waiting for work: "
+				"all are kept\n");
+			o.idle = 1;
+		}
+		cli_profile_title(&p, idle, o.idle, title, sizeof(title));
+		if (!o.silent && !o.idle && idle)
+			fprintf(stderr, "rbpeek: %zu of %zu samples (%.0f%%) were threads waiting for work "
+				"(a pool's ConditionVariable#wait, IO.select, ...): left out (--idle keeps "
+				"them)\n", idle, p.n_samples, 100.0 * (double)idle / (double)p.n_samples);
+		rc = cli_write_outputs(&p, fmt, o.output, o.raw, o.idle ? 0 : RBP_SAMPLE_IDLE,
+				       o.silent, title);
 	}
 	rbp_profile_free(&p);
 cleanup:
@@ -470,7 +617,11 @@ cleanup:
 		int sig = cli_stop_signal();
 		if (sig)   /* INT, TERM, HUP as they came; the others as a polite TERM */
 			kill(child_pid, sig == SIGINT || sig == SIGHUP ? sig : SIGTERM);
-		waitpid(child_pid, NULL, 0);
+		while (waitpid(child_pid, &child_status, 0) < 0 && errno == EINTR)
+			;
 	}
+	/* the profile written, rbpeek exits as the program did (as trace does) */
+	if (o.cmd && !rc && child_status >= 0)
+		rc = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
 	return rc;
 }

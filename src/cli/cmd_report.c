@@ -18,9 +18,13 @@ static const char report_usage[] =
 	"Convert a raw profile (written by every 'rbpeek record') to another format.\n"
 	"\n"
 	"  -i, --input FILE    the raw file\n"
-	"  -f, --format NAME   output format (default flamegraph)\n"
+	"  -f, --format NAME   output format (default: the one -o FILE's name ends in,\n"
+	"                      .svg .pb.gz .speedscope.json ..., else flamegraph)\n"
 	"  -o, --output FILE   where to write (default: the input name with the format's\n"
 	"                      extension in the current directory; - for stdout)\n"
+	"      --idle          keep the samples of threads waiting for work (as record\n"
+	"                      --idle; by default they are left out, as by record)\n"
+	"      --no-idle       the default\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"formats:\n";
@@ -55,15 +59,17 @@ int cmd_report(int argc, char **argv)
 		{ "input", required_argument, NULL, 'i' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "idle", no_argument, NULL, 'I' },
+		{ "no-idle", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *input = NULL, *format = "flamegraph", *output = NULL;
+	const char *input = NULL, *format = NULL, *output = NULL;
 	const struct rbp_format *fmt;
 	struct rbp_profile p;
 	char outbuf[4096], title[512];
-	struct rbp_output_opts oo = { .title = title };
-	int c, err, rc;
+	int c, err, rc, keep_idle = 0;
+	size_t idle;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":i:f:o:h", longopts, NULL)) != -1) {
@@ -71,6 +77,8 @@ int cmd_report(int argc, char **argv)
 		case 'i': input = optarg; break;
 		case 'f': format = optarg; break;
 		case 'o': output = optarg; break;
+		case 'I': keep_idle = 1; break;
+		case 'N': keep_idle = 0; break;
 		case 'h': print_usage(); exit(0);
 		default:
 			return cli_other_opt("report", c, argv, NULL);
@@ -80,9 +88,8 @@ int cmd_report(int argc, char **argv)
 		return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (!input)
 		return cli_usage_error("report", "give the raw file with -i FILE");
-	if (!(fmt = rbp_format_find(format)))
-		return cli_usage_error("report", "unknown format '%s' (valid: %s)", format,
-				       rbp_format_names());
+	if ((rc = cli_pick_format("report", format, output, &fmt)))
+		return rc;
 	if ((err = rbp_raw_read(input, &p))) {
 		rbp_profile_free(&p);
 		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,
@@ -93,12 +100,12 @@ int cmd_report(int argc, char **argv)
 		default_output(outbuf, sizeof(outbuf), input, fmt->ext);
 		output = outbuf;
 	}
-	snprintf(title, sizeof(title), "rbpeek: pid %d%s%s, %.1f s, %zu samples", (int)p.meta.pid,
-		 *p.meta.cmdline ? " " : "", p.meta.cmdline, (double)p.meta.duration_ns / 1e9,
-		 p.n_samples);
-	rc = cli_write_file(&p, fmt, &oo, output);
-	if (!rc && strcmp(output, "-"))
-		fprintf(stderr, "rbpeek: wrote %s to %s\n", fmt->name, output);
+	idle = rbp_profile_mark_idle_threads(&p);
+	if (idle == p.n_samples)
+		keep_idle = 1;   /* nothing but waiting: show it (as record does) */
+	cli_profile_title(&p, idle, keep_idle, title, sizeof(title));
+	/* no raw copy ("") and silent: "wrote FORMAT to FILE" unless stdout */
+	rc = cli_write_outputs(&p, fmt, output, "", keep_idle ? 0 : RBP_SAMPLE_IDLE, 1, title);
 	rbp_profile_free(&p);
 	return rc;
 }

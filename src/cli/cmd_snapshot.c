@@ -40,7 +40,7 @@ static const char snapshot_usage[] =
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it, marked [native]\n"
 	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
-	"                          (JSON: {\"processes\": [...]})\n"
+	"                          with its command line (JSON: {\"processes\": [{\"cmdline\":...}]})\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
 	"  -h, --help              show this help\n";
 
@@ -156,10 +156,12 @@ static const char *thread_name(const struct rbp_thread *t, const struct os_threa
 }
 
 static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
-		       int pid, const char *version, int no_gc)
+		       int pid, const char *version, const char *cmdline, int no_gc)
 {
 	printf("Process %d: ruby %s, %zu thread%s\n", pid, version, s->n_threads,
 	       s->n_threads == 1 ? "" : "s");
+	if (cmdline)
+		printf("Command: %s\n", cmdline);
 	for (size_t i = 0; i < s->n_threads; i++) {
 		const struct rbp_thread *t = &s->threads[i];
 		const char *name = thread_name(t, &os[i]);
@@ -183,10 +185,14 @@ static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 }
 
 static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
-		       int pid, const char *version, int no_gc)
+		       int pid, const char *version, const char *cmdline, int no_gc)
 {
 	printf("{\"pid\":%d,\"ruby_version\":", pid);
 	rbp_json_string(stdout, version);
+	if (cmdline) {
+		printf(",\"cmdline\":");
+		rbp_json_string(stdout, cmdline);
+	}
 	printf(",\"threads\":[");
 	for (size_t i = 0; i < s->n_threads; i++) {
 		const struct rbp_thread *t = &s->threads[i];
@@ -221,11 +227,13 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 }
 
 /*
- * Read one process's stacks and print them, after `before` (a separator);
- * nothing is printed on failure.  An RBP_E* code on failure.
+ * Read one process's stacks and print them, after `before` (a separator),
+ * with its command line when cmdline is non-NULL (--subprocesses: which
+ * process is which); nothing is printed on failure.  An RBP_E* code on
+ * failure.
  */
 static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o,
-		    const char *before)
+		    const char *before, const char *cmdline)
 {
 	struct rbp_native *nat = NULL;
 	struct rbp_stacks s = { 0 };
@@ -245,9 +253,9 @@ static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapsh
 		match_os_threads(&s, &ot, os);
 		fputs(before, stdout);
 		if (o->json)
-			print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o->no_gc);
+			print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, cmdline, o->no_gc);
 		else
-			print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, o->no_gc);
+			print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, cmdline, o->no_gc);
 	}
 	free(os);
 	free(ot.tids);
@@ -277,7 +285,9 @@ static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts
 	for (size_t i = 0; !err && i < rbp_procset_count(ps); i++) {
 		struct rbp_procset_member *m = rbp_procset_member(ps, i);
 		const char *before = printed ? (o->json ? "," : "\n") : o->json ? "{\"processes\":[" : "";
-		if ((last = snap_one(m->t, m->vm, o, before)) == RBP_ENOMEM)
+		char cmdline[512];   /* now, not at attach: a worker may have retitled itself */
+		rbp_proc_cmdline(m->t->pid, cmdline, sizeof(cmdline));
+		if ((last = snap_one(m->t, m->vm, o, before, cmdline)) == RBP_ENOMEM)
 			err = last;
 		else if (!last)
 			printed++;
@@ -304,7 +314,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)
-		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o, "");
+		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o, "", NULL);
 	if (err) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;

@@ -5,7 +5,9 @@
  *
  * Unlike record, this works from inside: the program gets
  * RUBYOPT="-I<dir> -rrbpeek/trace/auto", which starts tracing and saves to
- * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb).  <dir> is
+ * $RBPEEK_TRACE_OUT at exit (lib/rbpeek/trace/auto.rb), in our child only
+ * ($RBPEEK_TRACE_PARENT is our PID): the program the command execs into
+ * (bundle exec, binstubs, ruby -S) traces, the processes it spawns do not.  <dir> is
  * $RBPEEK_TRACE_LIB, else the ext/ directory next to this executable (the
  * build tree's copy, built for the Ruby `make` found), else the installed
  * ../lib/rbpeek/ruby (see find_lib); without any the installed rbpeek gem
@@ -37,7 +39,7 @@ static const char trace_usage[] =
 	"\n"
 	"options:\n"
 	"  -o, --output FILE     where the trace goes (required)\n"
-	"  -f, --format FMT      perfetto (default) or json\n"
+	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto)\n"
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
@@ -48,6 +50,10 @@ static const char trace_usage[] =
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
 	"ext/ directory, PREFIX/lib/rbpeek/ruby next to an installed rbpeek (make install,\n"
 	"the Debian package; one extension per Ruby ABI), or the installed rbpeek gem.\n"
+	"The command may exec the Ruby program (bundle exec, binstubs, ruby -S, a script\n"
+	"that execs ruby): the process rbpeek starts is traced, whatever it execs into;\n"
+	"the processes it forks or spawns are not (rake's test runner is one: trace\n"
+	"'ruby -Itest FILE' instead).\n"
 	"rbpeek exits with the program's status, or 10 when the trace was not written.\n";
 
 static pid_t child;
@@ -99,7 +105,7 @@ static const char *find_lib(char *buf, size_t len)
 /* RUBYOPT plus our -I/-r, and the RBPEEK_TRACE_* settings. */
 static int set_env(const char *out, const char *fmt, const char *size, int no_c)
 {
-	char lib[PATH_MAX], opt[2 * PATH_MAX + 64];
+	char lib[PATH_MAX], opt[2 * PATH_MAX + 64], parent[24];
 	const char *dir = find_lib(lib, sizeof(lib)), *old = getenv("RUBYOPT");
 
 	if (dir && strchr(dir, ' ')) {
@@ -108,7 +114,10 @@ static int set_env(const char *out, const char *fmt, const char *size, int no_c)
 	}
 	snprintf(opt, sizeof(opt), "%s%s -rrbpeek/trace/auto%s%.*s", dir ? "-I" : "", dir ? dir : "",
 		 old && *old ? " " : "", PATH_MAX, old ? old : "");
+	/* auto.rb traces only in our child, whatever it execs into (not its children) */
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
 	if (setenv("RUBYOPT", opt, 1) || setenv("RBPEEK_TRACE_OUT", out, 1) ||
+	    setenv("RBPEEK_TRACE_PARENT", parent, 1) ||
 	    setenv("RBPEEK_TRACE_FORMAT", fmt, 1) || (size && setenv("RBPEEK_TRACE_BUFFER", size, 1)) ||
 	    (no_c && setenv("RBPEEK_TRACE_C_CALLS", "0", 1)))
 		return -1;
@@ -167,8 +176,9 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	cli_tracefs_remove(tracefs);
 	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
-			"rbpeek: hint: is it a Ruby program, and can its Ruby load the tracer? "
-			"(build it for that Ruby: make install-tracer RUBY=that-ruby, or gem install rbpeek)\n", out);
+			"hint: does the command run Ruby itself or exec it (a Ruby it forks or spawns is "
+			"not traced), and can that Ruby load the tracer? (build it for that Ruby: "
+			"make install-tracer RUBY=that-ruby, or gem install rbpeek)\n", out);
 		return EXIT_OUTPUT;
 	}
 	if (!special)
@@ -176,6 +186,13 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && !strcmp(s + n - k, suffix);
 }
 
 int cmd_trace(int argc, char **argv)
@@ -189,7 +206,7 @@ int cmd_trace(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *out = NULL, *fmt = "perfetto", *size = NULL;
+	const char *out = NULL, *fmt = NULL, *size = NULL, *fits = NULL;
 	char path[PATH_MAX];
 	int c, no_c = 0, no_drop_root = 0;
 
@@ -206,8 +223,17 @@ int cmd_trace(int argc, char **argv)
 			return cli_other_opt("trace", c, argv, NULL);
 		}
 	}
-	if (strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
+	if (fmt && strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
 		return cli_usage_error("trace", "unknown format '%s' (perfetto or json)", fmt);
+	if (out && (ends_with(out, ".pftrace") || ends_with(out, ".perfetto") ||
+		    ends_with(out, ".perfetto-trace")))
+		fits = "perfetto";
+	else if (out && ends_with(out, ".json"))
+		fits = "json";
+	if ((c = cli_pick_name("trace", fmt, fits, out, &fmt)))
+		return c;
+	if (!fmt)
+		fmt = "perfetto";
 	if (size) {
 		char *end;
 		unsigned long long n = strtoull(size, &end, 10);

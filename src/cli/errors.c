@@ -47,7 +47,10 @@ int cli_fail(int err, const struct cli_subject *s)
 			return EXIT_CORE;
 		}
 		fprintf(stderr, "rbpeek: error: %s is not a Ruby process "
-			"(no libruby or ruby binary with a ruby_version symbol is mapped)\n", who);
+			"(no libruby or ruby binary with a ruby_version symbol is mapped)\n"
+			"hint: a shell script or process manager may run Ruby as its child: find it "
+			"with 'pgrep -a ruby', or follow its children with --subprocesses "
+			"(record, top, snapshot)\n", who);
 		return EXIT_NOTRUBY;
 	case RBP_EVERSION: {
 		const char *v = s->forced ? s->forced : s->version && *s->version ? s->version : "?";

@@ -286,6 +286,8 @@ struct outputs_job {
 	const struct rbp_profile *p;
 	const struct rbp_format *fmt;
 	const char *output;   /* NULL: the default name in the current directory */
+	const char *raw;      /* NULL: the cache; "": none; else --raw-file */
+	unsigned hide;        /* sample flags left out of fmt's output */
 	int silent;
 	const char *title;
 };
@@ -294,22 +296,39 @@ static int write_outputs_fn(void *arg)
 {
 	static const struct rbp_format raw_fmt = { "raw", "raw.gz", "", rbp_write_raw };
 	const struct outputs_job *j = arg;
+	const struct rbp_profile *p = j->p;
+	struct rbp_profile view;
+	size_t hidden = 0;
 	char dir[4096], raw_path[8192], outbuf[4096];
 	struct rbp_output_opts oo = { .title = j->title };
 	const char *output = j->output;
 	int rc = 0, raw_kept = 0;
 
-	if (!cache_dir(dir, sizeof(dir))) {
-		cli_default_output(raw_path, sizeof(raw_path), dir, (int)j->p->meta.pid, "raw.gz");
-		if ((raw_kept = !cli_write_file(j->p, &raw_fmt, &oo, raw_path)))
-			fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n",
-				raw_path);
+	if (j->raw && *j->raw) {   /* --raw-file */
+		snprintf(raw_path, sizeof(raw_path), "%s", j->raw);
+		raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path);
+	} else if (!j->raw && !cache_dir(dir, sizeof(dir))) {
+		cli_default_output(raw_path, sizeof(raw_path), dir, (int)p->meta.pid, "raw.gz");
+		if ((raw_kept = !cli_write_file(p, &raw_fmt, &oo, raw_path)))
+			cli_raw_cache_trim(dir, CLI_RAW_KEEP, CLI_RAW_KEEP_BYTES);
 	}
+	if (raw_kept)
+		fprintf(stderr, "rbpeek: raw profile: %s (convert with 'rbpeek report -i')\n", raw_path);
 	if (!output) {
-		cli_default_output(outbuf, sizeof(outbuf), "", (int)j->p->meta.pid, j->fmt->ext);
+		cli_default_output(outbuf, sizeof(outbuf), "", (int)p->meta.pid, j->fmt->ext);
 		output = outbuf;
 	}
-	if ((rc = cli_write_file(j->p, j->fmt, &oo, output))) {
+	if (j->hide && j->fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
+		if (rbp_profile_view_without(p, (uint8_t)j->hide, &view, &hidden)) {
+			fprintf(stderr, "rbpeek: error: out of memory\n");
+			return EXIT_INTERNAL;
+		}
+		p = &view;
+	}
+	rc = cli_write_file(p, j->fmt, &oo, output);
+	if (p == &view)
+		rbp_profile_view_free(&view);
+	if (rc) {
 		/* disk full, say: nothing recorded is lost while the raw file is there */
 		if (raw_kept)
 			fprintf(stderr, "hint: the recording is kept: rbpeek report -i %s -f %s -o FILE\n",
@@ -322,9 +341,10 @@ static int write_outputs_fn(void *arg)
 }
 
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
-		      const char *output, int silent, const char *title)
+		      const char *output, const char *raw, unsigned hide, int silent,
+		      const char *title)
 {
-	struct outputs_job j = { p, fmt, output, silent, title };
+	struct outputs_job j = { p, fmt, output, raw, hide, silent, title };
 
 	return cli_as_invoker(write_outputs_fn, &j);
 }

@@ -29,6 +29,11 @@
  * and width in samples, depth) holding a <title> tooltip, a <rect> and a
  * <text> label truncated with ".." to the rect's width; the script reads
  * those attributes to zoom and search without any other copy of the data.
+ *
+ * In a browser the script fits the image to the window's width (again on
+ * every resize: the 1200 px written are for viewers without scripts) and
+ * scrolls to the bottom, where the root is.  A legend says what the
+ * colours mean.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,14 +42,21 @@
 #include "util/utf8.h"
 #include "util/err.h"
 
-#define FG_WIDTH 1200     /* image width, px */
+#define FG_WIDTH 1200     /* image width, px, until the script fits it to the window */
 #define FG_PAD 10         /* left and right margins, px */
 #define FG_FRAME_H 16     /* one stack level, px */
-#define FG_TOP 64         /* title, subtitle, buttons */
+#define FG_TOP 80         /* title, subtitle, buttons, legend */
 #define FG_BOTTOM 48      /* details line and footnote */
 #define FG_CHAR_W 7.2     /* 12px monospace advance, px */
 #define FG_MIN_PERMILLE 1 /* frames narrower than 1/1000 of the samples are omitted */
 #define FG_HIGHLIGHT "rgb(230,0,230)"
+#define FG_MAX_THREADS 64 /* a thread filter for 2..64 threads with samples */
+
+/* One thread's inclusive samples in a frame, for the thread filter. */
+struct fg_tc {
+	uint32_t t;   /* thread index in the profile */
+	uint64_t c;
+};
 
 /* A display name made safe for XML: valid UTF-8, no control characters. */
 struct fg_name {
@@ -65,6 +77,11 @@ struct fg {
 	struct fg_name root;     /* "all" */
 	size_t omitted;          /* nodes with samples that are not drawn */
 	uint32_t max_depth;      /* deepest drawn node */
+	/* the thread filter (NULL without): drawn node n's per-thread counts
+	 * are tc[tc_first[n] .. tc_first[n + 1]); emit[n] its frame's index */
+	uint32_t *tc_first;
+	struct fg_tc *tc;
+	uint32_t *emit;
 };
 
 /* ---- text ----------------------------------------------------------------- */
@@ -224,6 +241,68 @@ static void fg_inclusive(struct fg *g)
 		g->omitted += g->incl[g->order[i]] && !fg_drawn(g, g->order[i]);
 }
 
+/*
+ * Per-thread inclusive counts of the drawn nodes, for the filter; run while
+ * order[] holds every node.  Two passes over the threads (count, fill),
+ * each O(nodes) per thread: only for 2..FG_MAX_THREADS threads.
+ */
+static int fg_thread_counts(struct fg *g)
+{
+	const struct rbp_profile *p = g->p;
+	size_t n = p->n_nodes, nt = p->n_threads, *start = NULL, used = 0;
+	uint32_t *by = NULL, *fill = NULL;
+	uint64_t *tmp = NULL;
+	int err = RBP_ENOMEM;
+
+	if (nt < 2 || nt > FG_MAX_THREADS || !n)
+		return RBP_OK;
+	if (rbp_samples_by_thread(p, &start, &by) || !(tmp = malloc(n * sizeof(*tmp))) ||
+	    !(g->tc_first = calloc(n + 1, sizeof(*g->tc_first))) ||
+	    !(fill = malloc((n + 1) * sizeof(*fill))))
+		goto done;
+	for (size_t t = 0; t < nt; t++)
+		used += start[t + 1] > start[t];
+	for (int pass = 0; used >= 2 && pass < 2; pass++) {
+		for (size_t t = 0; t < nt; t++) {
+			if (start[t + 1] == start[t])
+				continue;
+			memset(tmp, 0, n * sizeof(*tmp));
+			for (size_t k = start[t]; k < start[t + 1]; k++)
+				if (p->samples[by[k]].node < n)
+					tmp[p->samples[by[k]].node]++;
+			for (size_t i = g->n_order; i-- > 1;)
+				tmp[p->nodes[g->order[i]].parent] += tmp[g->order[i]];
+			for (size_t i = 0; i < g->n_order; i++) {
+				uint32_t nd = g->order[i];
+				if (!tmp[nd] || !fg_drawn(g, nd))
+					continue;
+				if (pass == 0)
+					g->tc_first[nd + 1]++;
+				else
+					g->tc[fill[nd]++] = (struct fg_tc){ (uint32_t)t, tmp[nd] };
+			}
+		}
+		if (pass == 0) {
+			for (size_t i = 0; i < n; i++)
+				g->tc_first[i + 1] += g->tc_first[i];
+			memcpy(fill, g->tc_first, (n + 1) * sizeof(*fill));
+			if (!(g->tc = malloc((g->tc_first[n] + 1) * sizeof(*g->tc))))
+				goto done;
+		}
+	}
+	if (used < 2) {   /* one thread with samples: nothing to filter */
+		free(g->tc_first);
+		g->tc_first = NULL;
+	}
+	err = RBP_OK;
+done:
+	free(start);
+	free(by);
+	free(tmp);
+	free(fill);
+	return err;
+}
+
 /* The sanitized display name of a frame, made once. */
 static int fg_frame_name(struct fg *g, uint32_t frame)
 {
@@ -377,15 +456,27 @@ static const char fg_style[] =
 static const char fg_script[] =
 	"(function () {\n"
 	"'use strict';\n"
-	"var W = 1200, PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var SVG = document.documentElement, W = +SVG.getAttribute('width');\n"
+	"var H = +SVG.getAttribute('height'), PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
 	"var $ = function (id) { return document.getElementById(id); };\n"
 	"var F = [].map.call(document.querySelectorAll('#frames > g.f'), function (g) {\n"
 	"  var t = g.querySelector('title').textContent, r = g.querySelector('rect');\n"
 	"  return { g: g, r: r, t: g.querySelector('text'), title: t,\n"
 	"    name: t.slice(0, t.lastIndexOf(' (')), chars: Array.from(t.slice(0, t.lastIndexOf(' ('))),\n"
 	"    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'),\n"
-	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill') };\n"
+	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill'),\n"
+	"    p: g.hasAttribute('data-p') ? +g.getAttribute('data-p') : -1,\n"
+	"    tc: (g.getAttribute('data-t') || '').split(',').filter(Boolean).map(function (s) {\n"
+	"      var i = s.indexOf(':'); return [+s.slice(0, i), +s.slice(i + 1)];\n"
+	"    }) };\n"
 	"});\n"
+	"F.forEach(function (f) { f.x0 = f.x; f.w0 = f.w; });\n"
+	"/* the thread filter: threads with samples (index, pid, samples, name) */\n"
+	"var TH = [].map.call(document.querySelectorAll('#threads > text'), function (e) {\n"
+	"  return { t: +e.getAttribute('data-t'), pid: +e.getAttribute('data-pid'),\n"
+	"    n: +e.getAttribute('data-n'), name: e.textContent };\n"
+	"});\n"
+	"var sel = $('thread'), filter = 'all';\n"
 	"var byId = {};\n"
 	"F.forEach(function (f, i) { byId[f.g.id] = f; f.g.__fg = i; });\n"
 	"var total = F.length ? F[0].w : 0, zoomed = null, term = null;\n"
@@ -400,8 +491,70 @@ static const char fg_script[] =
 	"  f.t.setAttribute('x', (x + 3).toFixed(2));\n"
 	"  f.t.textContent = label(f, w);\n"
 	"}\n"
+	"function keep(t) {\n"
+	"  if (filter === 'all') return true;\n"
+	"  if (filter[0] === 't') return t === +filter.slice(1);\n"
+	"  return TH.some(function (h) { return h.t === t && h.pid === +filter.slice(1); });\n"
+	"}\n"
+	"/* widths from the chosen threads' samples; edges laid out again, parents\n"
+	"   first, siblings in the order written (the same as the full graph's) */\n"
+	"function setFilter(v) {\n"
+	"  if (v !== 'all' && !(sel && [].some.call(sel.options, function (o) { return o.value === v; })))\n"
+	"    v = 'all';\n"
+	"  filter = v;\n"
+	"  if (sel) sel.value = v;\n"
+	"  var cur = [];\n"
+	"  F.forEach(function (f, i) {\n"
+	"    var w = 0;\n"
+	"    if (v === 'all') w = f.w0;\n"
+	"    else f.tc.forEach(function (p) { if (keep(p[0])) w += p[1]; });\n"
+	"    f.w = w;\n"
+	"    if (v === 'all') f.x = f.x0;\n"
+	"    else if (f.p >= 0) { f.x = cur[f.p]; cur[f.p] += w; } else f.x = 0;\n"
+	"    cur[i] = f.x;\n"
+	"  });\n"
+	"  total = F.length ? F[0].w : 0;\n"
+	"}\n"
+	"function option(v, text) {\n"
+	"  var o = document.createElementNS('http://www.w3.org/1999/xhtml', 'option');\n"
+	"  o.value = v; o.textContent = text; sel.appendChild(o);\n"
+	"}\n"
+	"if (sel) {\n"
+	"  var pids = {}, np;\n"
+	"  TH.forEach(function (h) { pids[h.pid] = (pids[h.pid] || 0) + h.n; });\n"
+	"  np = Object.keys(pids).length;\n"
+	"  if (np > 1) Object.keys(pids).forEach(function (pid) {\n"
+	"    option('p' + pid, 'process ' + pid + ' (' + pids[pid] + ' samples)');\n"
+	"  });\n"
+	"  TH.forEach(function (h) {\n"
+	"    option('t' + h.t, h.name + (np > 1 ? ' of ' + h.pid : '') + ' (' + h.n + ' samples)');\n"
+	"  });\n"
+	"  sel.addEventListener('change', function () { setFilter(sel.value); zoom(null); });\n"
+	"}\n"
 	"function view() {\n"
 	"  return zoomed ? [zoomed.x, zoomed.w, zoomed.d] : [0, total, 0];\n"
+	"}\n"
+	"/* the window's width (without a scrollbar), at least 400 px */\n"
+	"function fit() {\n"
+	"  var w = Math.max(400, Math.floor(Math.min(window.innerWidth || W,\n"
+	"    SVG.clientWidth || window.innerWidth || W)));\n"
+	"  if (w === W) return;\n"
+	"  W = w;\n"
+	"  SVG.setAttribute('width', w);\n"
+	"  SVG.setAttribute('viewBox', '0 0 ' + w + ' ' + H);\n"
+	"  $('background').setAttribute('width', w);\n"
+	"  ['title', 'subtitle', 'footnote'].forEach(function (id) {\n"
+	"    if ($(id)) $(id).setAttribute('x', (w / 2).toFixed(0));\n"
+	"  });\n"
+	"  var tt = $('title'), full = tt.querySelector('title').textContent;\n"
+	"  var fitc = Math.floor((w - 2 * 120 - 6) / 10.4), chars = Array.from(full);\n"
+	"  var tn = tt.lastChild.nodeType === 3 ? tt.lastChild :\n"
+	"    tt.appendChild(document.createTextNode(''));\n"
+	"  tn.textContent = chars.length <= fitc ? full :\n"
+	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
+	"  $('search').setAttribute('x', w - PAD - 100);\n"
+	"  $('matched').setAttribute('x', w - PAD);\n"
+	"  if ($('filter')) $('filter').setAttribute('x', w - PAD - 300);\n"
 	"}\n"
 	"function zoom(z) {\n"
 	"  zoomed = z && z !== F[0] ? z : null;\n"
@@ -409,7 +562,7 @@ static const char fg_script[] =
 	"  F.forEach(function (f) {\n"
 	"    var inside = f.d >= zd && f.x >= zx && f.x + f.w <= zx + zw;\n"
 	"    var above = f.d < zd && f.x <= zx && f.x + f.w >= zx + zw;\n"
-	"    f.g.classList.toggle('hide', !inside && !above);\n"
+	"    f.g.classList.toggle('hide', (!inside && !above) || !f.w);\n"
 	"    f.g.classList.toggle('parent', above);\n"
 	"    if (above) place(f, PAD, W - 2 * PAD);\n"
 	"    else if (inside) place(f, PAD + (f.x - zx) * k, f.w * k);\n"
@@ -453,6 +606,7 @@ static const char fg_script[] =
 	"  var parts = [];\n"
 	"  if (zoomed) parts.push('x=' + zoomed.g.id.slice(1));\n"
 	"  if (term !== null) parts.push('s=' + encodeURIComponent(term));\n"
+	"  if (filter !== 'all') parts.push('t=' + filter);\n"
 	"  var h = parts.length ? '#' + parts.join('&') : '';\n"
 	"  if (location.hash !== h && !(h === '' && location.hash === '#'))\n"
 	"    history.replaceState(null, '', location.href.split('#')[0] + h);\n"
@@ -460,7 +614,9 @@ static const char fg_script[] =
 	"function load() {\n"
 	"  var q = new URLSearchParams(location.search), h = new URLSearchParams(location.hash.slice(1));\n"
 	"  var x = h.has('x') ? h.get('x') : q.get('x'), s = h.has('s') ? h.get('s') : q.get('s');\n"
+	"  var t = h.has('t') ? h.get('t') : q.get('t');\n"
 	"  term = null;\n"
+	"  setFilter(t || 'all');\n"
 	"  zoom(x !== null && byId['f' + x] ? byId['f' + x] : null);\n"
 	"  if (s) search(s); else clearSearch();\n"
 	"}\n"
@@ -487,9 +643,16 @@ static const char fg_script[] =
 	"  }\n"
 	"});\n"
 	"window.addEventListener('hashchange', load);\n"
+	"window.addEventListener('resize', function () {\n"
+	"  var w = W; fit(); if (w !== W) zoom(zoomed);\n"
+	"});\n"
 	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
+	"  filter: function (v) { setFilter(v); zoom(null); },\n"
 	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
+	"fit();\n"
 	"load();\n"
+	"/* the root is at the bottom: open there */\n"
+	"window.scrollTo(0, Math.max(0, H - (window.innerHeight || H)));\n"
 	"})();\n";
 
 static void fg_header(FILE *out, const struct fg_name *title, int height)
@@ -502,13 +665,36 @@ static void fg_header(FILE *out, const struct fg_name *title, int height)
 		"<stop offset=\"5%%\" stop-color=\"#eeeeee\"/><stop offset=\"95%%\" "
 		"stop-color=\"#eeeeb0\"/></linearGradient></defs>\n"
 		"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
-		"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
+		"<rect id=\"background\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
 		FG_WIDTH, height, FG_WIDTH, height, fg_style, FG_WIDTH, height);
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"><title>", FG_WIDTH / 2);
 	fg_xml(out, title->s, strlen(title->s));
 	fputs("</title>", out);
-	fg_label(out, title, FG_WIDTH - 2 * 110);   /* leave room for the buttons */
+	fg_label(out, title, (FG_WIDTH - 2 * 120) * FG_CHAR_W / 10.4);   /* room for the buttons */
 	fputs("</text>\n", out);
+}
+
+/* What the colours mean (the middle of each family fg_colour() draws from). */
+static void fg_legend(FILE *out)
+{
+	static const struct {
+		const char *fill, *what;
+	} keys[] = {
+		{ "rgb(230,115,27)", "Ruby" },
+		{ "rgb(90,180,230)", "C method" },
+		{ "rgb(185,130,225)", "native (--native)" },
+		{ "rgb(110,210,105)", "GC" },
+		{ "rgb(190,190,195)", "thread / process" },
+	};
+	int x = FG_PAD;
+
+	fputs("<g id=\"legend\">", out);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		fprintf(out, "<rect x=\"%d\" y=\"53\" width=\"10\" height=\"10\" rx=\"2\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"62\">%s</text>", x, keys[i].fill, x + 14, keys[i].what);
+		x += 14 + (int)(strlen(keys[i].what) * FG_CHAR_W) + 16;
+	}
+	fputs("</g>\n", out);
 }
 
 static void fg_subtitle(const struct fg *g, FILE *out, int height)
@@ -536,6 +722,7 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
 		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
+	fg_legend(out);
 	if (g->omitted)
 		fprintf(out, "<text id=\"footnote\" x=\"%d\" y=\"%d\">%s frame%s narrower than "
 			"0.1%% of the samples not drawn</text>\n", FG_WIDTH / 2, height - 10,
@@ -552,9 +739,17 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 	char n[32], fill[32];
 
 	fg_colour(g, node, fill);
-	fprintf(out, "<g class=\"f\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\">"
-		"<title>", idx, (unsigned long long)g->x[node], (unsigned long long)g->incl[node],
+	fprintf(out, "<g class=\"f\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\"",
+		idx, (unsigned long long)g->x[node], (unsigned long long)g->incl[node],
 		(unsigned)g->p->nodes[node].depth);
+	if (g->tc) {   /* the thread filter: parent frame, then thread:samples pairs */
+		fprintf(out, " data-p=\"%d\" data-t=\"", node ? (int)g->emit[g->p->nodes[node].parent] : -1);
+		for (uint32_t j = g->tc_first[node]; j < g->tc_first[node + 1]; j++)
+			fprintf(out, "%s%u:%llu", j > g->tc_first[node] ? "," : "", g->tc[j].t,
+				(unsigned long long)g->tc[j].c);
+		putc('"', out);
+	}
+	fputs("><title>", out);
 	fg_xml(out, nm->s, strlen(nm->s));
 	fprintf(out, " (%s sample%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
 		"height=\"%d\" rx=\"2\" fill=\"%s\"/><text x=\"%.2f\" y=\"%d\">",
@@ -563,6 +758,42 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 		x, y, w, FG_FRAME_H - 1, fill, x + 3, y + 11);
 	fg_label(out, nm, w);
 	fputs("</text></g>\n", out);
+}
+
+/*
+ * The thread filter's choices: a hidden list of the threads with samples
+ * (index, pid, samples, name), and the place of the <select> the script
+ * fills (a foreignObject, top right, under the Search button).
+ */
+static void fg_threads(const struct fg *g, FILE *out)
+{
+	const struct rbp_profile *p = g->p;
+
+	fputs("<g id=\"threads\" class=\"hide\">", out);
+	for (uint32_t t = 0; t < p->n_threads; t++) {
+		uint64_t c = 0;
+		for (uint32_t k = g->tc_first[0]; k < g->tc_first[1]; k++)
+			if (g->tc[k].t == t)
+				c = g->tc[k].c;
+		if (!c)
+			continue;
+		struct fg_name nm;
+		char label[256];
+		snprintf(label, sizeof(label), "thread %d%s%s%s", (int)p->threads[t].tid,
+			 p->threads[t].name[0] ? " (" : "", p->threads[t].name,
+			 p->threads[t].name[0] ? ")" : "");
+		if (fg_sanitize(label, &nm))
+			continue;
+		fprintf(out, "<text data-t=\"%u\" data-pid=\"%d\" data-n=\"%llu\">", t,
+			(int)p->threads[t].pid, (unsigned long long)c);
+		fg_xml(out, nm.s, strlen(nm.s));
+		fputs("</text>", out);
+		free(nm.s);
+	}
+	fprintf(out, "</g>\n<foreignObject id=\"filter\" x=\"%d\" y=\"48\" width=\"300\" "
+		"height=\"24\"><select xmlns=\"http://www.w3.org/1999/xhtml\" id=\"thread\" "
+		"style=\"font: 12px monospace; max-width: 300px\"><option value=\"all\">all threads"
+		"</option></select></foreignObject>\n", FG_WIDTH - FG_PAD - 300);
 }
 
 static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
@@ -575,6 +806,8 @@ static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *ou
 	fg_header(out, &title, height);
 	free(title.s);
 	fg_subtitle(g, out, height);
+	if (g->tc)
+		fg_threads(g, out);
 	fputs("<g id=\"frames\">\n", out);
 	for (size_t i = 0; i < g->n_order; i++)
 		fg_frame(g, out, i, g->order[i], height);
@@ -595,6 +828,9 @@ static void fg_free(struct fg *g)
 	free(g->first);
 	free(g->kids);
 	free(g->order);
+	free(g->tc_first);
+	free(g->tc);
+	free(g->emit);
 }
 
 int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
@@ -608,9 +844,14 @@ int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_op
 		return RBP_ENOMEM;
 	}
 	fg_inclusive(&g);
-	if ((err = fg_sort(&g)) == RBP_OK) {
+	if ((err = fg_thread_counts(&g)) == RBP_OK && (err = fg_sort(&g)) == RBP_OK) {
 		fg_layout(&g);
-		err = fg_emit(&g, o, out);
+		if (g.tc && !(g.emit = malloc((p->n_nodes + 1) * sizeof(*g.emit))))
+			err = RBP_ENOMEM;
+		for (size_t i = 0; g.emit && i < g.n_order; i++)
+			g.emit[g.order[i]] = (uint32_t)i;
+		if (!err)
+			err = fg_emit(&g, o, out);
 	}
 	fg_free(&g);
 	return err;

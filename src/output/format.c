@@ -48,6 +48,45 @@ const char *rbp_format_names(void)
 	return buf;
 }
 
+/*
+ * File name endings and the formats they stand for, most specific first
+ * (".speedscope.json" before ".json").  A space-separated list is an
+ * ambiguous ending: the user must say which with -f.
+ */
+static const struct {
+	const char *suffix;
+	const char *formats;
+} by_suffix[] = {
+	{ ".svg", "flamegraph" },
+	{ ".speedscope.json", "speedscope" },
+	{ ".trace.json", "chrome" },
+	{ ".json", "speedscope chrome" },
+	{ ".pb.gz", "pprof" },
+	{ ".pprof", "pprof" },
+	{ ".callgrind", "callgrind" },
+	{ ".callgrind.out", "callgrind" },
+	{ ".folded", "collapsed" },
+	{ ".collapsed", "collapsed" },
+	{ ".txt", "collapsed summary summary-by-line" },
+	{ ".raw.gz", "raw" },
+};
+
+const char *rbp_format_by_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t n = strlen(path);
+
+	base = base ? base + 1 : path;
+	if (!strncmp(base, "callgrind.out", 13))   /* valgrind's own naming: callgrind.out.PID */
+		return "callgrind";
+	for (size_t i = 0; i < sizeof(by_suffix) / sizeof(by_suffix[0]); i++) {
+		size_t k = strlen(by_suffix[i].suffix);
+		if (n > k && !strcmp(path + n - k, by_suffix[i].suffix) && base < path + n - k)
+			return by_suffix[i].formats;
+	}
+	return NULL;
+}
+
 static int cmp_thread(const void *a, const void *b)
 {
 	const struct rbp_thread_ord *x = a, *y = b;

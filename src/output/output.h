@@ -28,6 +28,12 @@ struct rbp_format {
 /* All formats, in the order --help lists them, ended by a NULL name. */
 extern const struct rbp_format rbp_formats[];
 const struct rbp_format *rbp_format_find(const char *name);
+/*
+ * The formats a file name's ending stands for, space-separated: one name
+ * (".svg" is "flamegraph"), several when it is ambiguous (".json" is
+ * "speedscope chrome"), or NULL when it says nothing.
+ */
+const char *rbp_format_by_name(const char *path);
 /* "flamegraph, speedscope, ..." for error messages. */
 const char *rbp_format_names(void);
 

@@ -13,7 +13,9 @@
  *     (unit "none" and weight 1 when the rate is unknown), startValue 0 and
  *     endValue the sum of the weights, so speedscope's time-ordered view
  *     lays the samples end to end;
- *   - activeProfileIndex: the thread with the most samples.
+ *   - activeProfileIndex: the thread with the most samples not waiting for
+ *     work (RBP_SAMPLE_IDLE: a server's idle pool threads and master, kept
+ *     with --idle), else with the most samples.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -93,13 +95,19 @@ int rbp_write_speedscope(const struct rbp_profile *p, const struct rbp_output_op
 	const char *unit = p->meta.rate_hz ? "seconds" : "none";
 	snprintf(weight, sizeof(weight), "%.9g", interval);
 
-	size_t active = 0, best = 0, n_profiles = 0;
+	size_t active = 0, n_profiles = 0;
+	uint64_t best = 0;
 	for (size_t i = 0; i < nt; i++) {
-		size_t n = start[ord[i].idx + 1] - start[ord[i].idx];
-		if (!n)
+		size_t lo = start[ord[i].idx], hi = start[ord[i].idx + 1];
+		uint64_t busy = 0;
+		if (lo == hi)
 			continue;
-		if (n > best) {
-			best = n;
+		for (size_t k = lo; k < hi; k++)
+			busy += !(p->sample_flags[by_thread[k]] & RBP_SAMPLE_IDLE);
+		/* working samples first; the count of all only breaks ties */
+		uint64_t score = (busy << 32) | (uint64_t)(hi - lo);
+		if (score > best) {
+			best = score;
 			active = n_profiles;
 		}
 		n_profiles++;

@@ -1,7 +1,8 @@
 /*
  * summary.c - "% self  % total  function  file:line" tables.
  *
- * summary: one row per function (label + file), at its first line.
+ * summary: one row per function (label + file), at its first line; one
+ * per C function (its frames carry their callers' files).
  * summary-by-line: one row per (function, line).
  * % self counts samples whose innermost frame is the row; % total counts
  * samples with the row anywhere in the stack, once per sample even under
@@ -13,6 +14,7 @@
 
 #include "output/output.h"
 #include "util/err.h"
+#include "util/hmap.h"
 
 static int cmp_row(const void *a, const void *b)
 {
@@ -26,6 +28,44 @@ static int cmp_row(const void *a, const void *b)
 	if ((c = strcmp(x->label, y->label)) || (c = strcmp(x->path, y->path)))
 		return c;
 	return (x->line > y->line) - (x->line < y->line);
+}
+
+/*
+ * A C function's frames carry their callers' file and line, so
+ * rbp_functions() makes one function per calling file: one row per C
+ * function instead (Kernel#sleep once, "-" for its place).  Rows stay in
+ * order of first appearance; row_of is renumbered.
+ */
+static int merge_cfuncs(const struct rbp_profile *p, uint32_t *row_of, struct rbp_row *rows,
+			size_t *n_rows)
+{
+	size_t n = *n_rows, kept = 0;
+	uint32_t *to = malloc((n + 1) * sizeof(*to));
+	struct rbp_hmap seen = { 0 };   /* label pointer (interned) -> kept row */
+	int err = to ? RBP_OK : RBP_ENOMEM;
+	uint64_t k;
+
+	for (size_t i = 0; i < n && !err; i++) {
+		uint64_t key = rbp_mix64((uintptr_t)rows[i].label, 0x63667563);
+		if (rows[i].kind == RBP_PFRAME_CFUNC && rbp_hmap_get(&seen, key, &k)) {
+			to[i] = (uint32_t)k;
+			continue;
+		}
+		if (rows[i].kind == RBP_PFRAME_CFUNC) {
+			rows[i].path = "";
+			rows[i].line = 0;
+			err = rbp_hmap_put(&seen, key, kept);
+		}
+		to[i] = (uint32_t)kept;
+		rows[kept++] = rows[i];
+	}
+	for (size_t f = 0; f < p->n_frames && !err; f++)
+		row_of[f] = to[row_of[f]];
+	rbp_hmap_clear(&seen);
+	free(to);
+	if (!err)
+		*n_rows = kept;
+	return err;
 }
 
 int rbp_rows_make(const struct rbp_profile *p, int by_line, uint32_t *row_of,
@@ -51,6 +91,10 @@ int rbp_rows_make(const struct rbp_profile *p, int by_line, uint32_t *row_of,
 		*n_rows = n;
 	}
 	free(funcs);
+	if (rows && !by_line && merge_cfuncs(p, row_of, rows, n_rows)) {
+		free(rows);
+		rows = NULL;
+	}
 	*rows_out = rows;
 	return rows ? RBP_OK : RBP_ENOMEM;
 }

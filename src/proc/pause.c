@@ -40,6 +40,53 @@
 #include "util/vec.h"
 #include "util/err.h"
 
+/* Whether tid is a process (not a thread) whose parent is us. */
+static int our_child_process(pid_t tid)
+{
+	char path[64], buf[1024];
+	long tgid = -1, ppid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(buf, sizeof(buf), f)) {
+		if (!strncmp(buf, "Tgid:", 5))
+			tgid = atol(buf + 5);
+		else if (!strncmp(buf, "PPid:", 5))
+			ppid = atol(buf + 5);
+	}
+	fclose(f);
+	return tgid == tid && ppid == getpid();
+}
+
+/*
+ * waitpid(tid, st, __WALL | WNOHANG) for a held thread, except that the
+ * exit of a process we started ourselves (record -- CMD) is left for its
+ * parent's waitpid (ours, elsewhere): as its tracer we would otherwise
+ * collect the exit status the program's caller wants passed on.  Then
+ * -1 with ECHILD, as for a task that is not ours to collect.  Only the
+ * process's leader (tid == pid) can be that: other threads cost nothing more.
+ */
+static pid_t wait_task(pid_t pid, pid_t tid, int *st)
+{
+	siginfo_t si;
+
+	if (tid != pid)
+		return waitpid(tid, st, __WALL | WNOHANG);
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)tid, &si, WEXITED | __WALL | WNOHANG | WNOWAIT) < 0)
+		return -1;
+	if (si.si_pid == 0)
+		return 0;
+	if ((si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) &&
+	    our_child_process(tid)) {
+		errno = ECHILD;
+		return -1;
+	}
+	return waitpid(tid, st, __WALL | WNOHANG);
+}
+
 #define PAUSE_TIMEOUT_NS 2000000000LL  /* per round, to see every thread stop */
 #define PAUSE_MAX_ROUNDS 64            /* threads keep appearing: give up */
 
@@ -193,7 +240,7 @@ static void poll_one(struct rbp_pause *p, size_t i)
 	pid_t r;
 
 	do
-		r = waitpid(t->tid, &st, __WALL | WNOHANG);
+		r = wait_task(p->pid, t->tid, &st);
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return;
@@ -479,7 +526,7 @@ int rbp_pause_running(const struct rbp_pause *p, pid_t tid)
  * waiting for a worker) learns of the exit only once we collect it, so
  * collect it, waiting a little for a thread still on its way out.
  */
-static void reap_dead(pid_t *dead, size_t n)
+static void reap_dead(pid_t pid, pid_t *dead, size_t n)
 {
 	struct timespec ts = { 0, 100000 };
 	int st;
@@ -487,7 +534,7 @@ static void reap_dead(pid_t *dead, size_t n)
 	/* in rounds: a group leader is reported only after its other threads */
 	for (int round = 0; n && round < 200; round++) {
 		for (size_t k = n; k-- > 0;) {
-			pid_t r = waitpid(dead[k], &st, __WALL | WNOHANG);
+			pid_t r = wait_task(pid, dead[k], &st);
 			if (r == 0 || (r < 0 && errno == EINTR))
 				continue;
 			/* alive after all (it had not stopped yet): it has now, let it go */
@@ -513,7 +560,7 @@ void rbp_pause_release(struct rbp_pause *p)
 	p->held_ns = p->first_stop ? now_ns() - p->first_stop : 0;
 	p->first_stop = 0;
 	p->n = 0;
-	reap_dead(p->dead, p->n_dead);
+	reap_dead(p->pid, p->dead, p->n_dead);
 	p->n_dead = 0;
 }
 

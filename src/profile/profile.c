@@ -172,3 +172,68 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
 	}
 	return depth;
 }
+
+int rbp_waiting_for_work(const char *label, size_t depth, int is_main)
+{
+	if (!strcmp(label, "Kernel#sleep"))
+		return !is_main && depth <= 4;
+	static const char *const waits[] = {
+		"Thread::Mutex#sleep", "Thread::ConditionVariable#wait", "Thread::Queue#pop",
+		"Thread::SizedQueue#pop", "IO.select", "NIO::Selector#select", "TCPServer#accept",
+		"UNIXServer#accept", "Socket#accept",
+	};
+
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		if (!strcmp(label, waits[i]))
+			return 1;
+	return 0;
+}
+
+int rbp_profile_view_without(const struct rbp_profile *p, uint8_t drop, struct rbp_profile *view,
+			     size_t *dropped)
+{
+	size_t n = 0;
+
+	*view = *p;
+	view->samples = malloc((p->n_samples + 1) * sizeof(*view->samples));
+	view->sample_flags = malloc(p->n_samples + 1);
+	if (!view->samples || !view->sample_flags) {
+		rbp_profile_view_free(view);
+		return RBP_ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (p->sample_flags[i] & drop)
+			continue;
+		view->samples[n] = p->samples[i];
+		view->sample_flags[n++] = p->sample_flags[i];
+	}
+	view->n_samples = view->cap_samples = n;
+	*dropped = p->n_samples - n;
+	return RBP_OK;
+}
+
+void rbp_profile_view_free(struct rbp_profile *view)
+{
+	free(view->samples);
+	free(view->sample_flags);
+	view->samples = NULL;
+	view->sample_flags = NULL;
+	view->n_samples = 0;
+}
+
+size_t rbp_profile_mark_idle_threads(struct rbp_profile *p)
+{
+	uint8_t *worked = calloc(p->n_threads + 1, 1);
+	size_t idle = 0;
+
+	for (size_t i = 0; worked && i < p->n_samples; i++)
+		if (p->sample_flags[i] & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU))
+			worked[p->samples[i].thread] = 1;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (worked && !worked[p->samples[i].thread])
+			p->sample_flags[i] |= RBP_SAMPLE_IDLE;
+		idle += !!(p->sample_flags[i] & RBP_SAMPLE_IDLE);
+	}
+	free(worked);
+	return idle;
+}

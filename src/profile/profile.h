@@ -58,6 +58,12 @@ struct rbp_pthread {
 
 #define RBP_SAMPLE_ONCPU 1   /* the thread was running on a CPU */
 #define RBP_SAMPLE_GVL 2     /* the thread held the GVL */
+/*
+ * The thread was waiting for work: not holding the GVL, not on a CPU, and
+ * its innermost frame one of the waits of idle pools and servers
+ * (rbp_waiting_for_work).  Outputs leave these out unless asked (--idle).
+ */
+#define RBP_SAMPLE_IDLE 4
 
 struct rbp_sample {
 	uint64_t t_ns;       /* since the start of the recording */
@@ -123,5 +129,35 @@ int rbp_profile_add(struct rbp_profile *p, uint64_t t_ns, uint32_t thread, uint3
  * returns the depth (which may exceed max: then only max were written).
  */
 size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *out, size_t max);
+
+/*
+ * Whether a blocked thread whose innermost frame is label, depth frames
+ * deep, is waiting for work: a thread pool's condition variable, a queue
+ * pop, IO.select or nio4r's selector, accept; or Kernel#sleep at most 4
+ * frames deep in a thread other than the main one (a background timer
+ * loop: puma's reaper, a heartbeat).  Kernel#sleep deeper down,
+ * IO#wait_readable, Thread#join, Process.wait, Monitor waits and C calls
+ * into database drivers are not: a request waiting on them is working (a
+ * master or main thread that only waits is idle by
+ * rbp_profile_mark_idle_threads instead).
+ */
+int rbp_waiting_for_work(const char *label, size_t depth, int is_main);
+/*
+ * Flag RBP_SAMPLE_IDLE on every sample of the threads that never held the
+ * GVL nor ran on a CPU in any of their samples: threads that only waited
+ * (a pool's housekeeping thread in Kernel#sleep, a main thread in
+ * Thread#join).  A thread that worked at least once keeps its waits (a
+ * request's sleep).  Returns how many samples are flagged idle in all.
+ */
+size_t rbp_profile_mark_idle_threads(struct rbp_profile *p);
+/*
+ * A view of p without the samples whose flags have any bit of drop: *view
+ * shares everything with p but its own samples and flags (free them with
+ * rbp_profile_view_free; p must outlive the view).  The number left out in
+ * *dropped.  RBP_ENOMEM.
+ */
+int rbp_profile_view_without(const struct rbp_profile *p, uint8_t drop, struct rbp_profile *view,
+			     size_t *dropped);
+void rbp_profile_view_free(struct rbp_profile *view);
 
 #endif

@@ -144,6 +144,13 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		return err;
 	if ((err = rbp_profile_thread(l->p, (int32_t)l->t->pid, th->tid, name, &idx)))
 		return err;
+	/* waiting for work: judged by the innermost Ruby-level frame (not --native's) */
+	size_t top = 0;
+	while (top + 1 < th->n_frames && frames[top].kind == RBP_FRAME_NATIVE)
+		top++;
+	if (!(flags & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU)) && th->running <= 0 && !th->gc &&
+	    rbp_waiting_for_work(frames[top].label, th->n_frames - top, th->is_main))
+		flags |= RBP_SAMPLE_IDLE;
 	return rbp_profile_add(l->p, t_ns, idx, node, flags);
 }
 
@@ -471,4 +478,14 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	rbp_hmap_clear(&l.own_names);
 	rbp_hmap_clear(&l.states);
 	return err;
+}
+
+enum rbp_late_cause rbp_sampler_late_cause(const struct rbp_sampler_status *st, uint32_t rate_hz)
+{
+	if (!st->ticks || !rate_hz || st->late * 100 <= st->ticks)
+		return RBP_LATE_FEW;
+	/* average tick cost against a quarter of the period (1e9 / rate / 4) */
+	if ((double)st->tick_ns_sum / (double)st->ticks * 4.0 * rate_hz > 1e9)
+		return RBP_LATE_COST;
+	return st->late * 20 > st->ticks ? RBP_LATE_HOST : RBP_LATE_FEW;
 }

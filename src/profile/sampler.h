@@ -121,4 +121,16 @@ struct rbp_sampler_opts {
 int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sampler_opts *o,
 		    struct rbp_profile *p, struct rbp_sampler_status *st);
 
+/*
+ * Why ticks were late, for advice.  RBP_LATE_FEW: at most 1 % late, or
+ * more but below 5 % with cheap ticks (scheduling noise of a busy host).
+ * RBP_LATE_COST: over 1 % late and reading a sample took, on average, over
+ * a quarter of the period: rbpeek's own work crowds the ticks, and a
+ * lower rate helps.  RBP_LATE_HOST: over 5 % late although ticks were
+ * cheap: the machine did not run the sampler on time (a busy host, a
+ * hypervisor); a lower rate would not help, real-time scheduling would.
+ */
+enum rbp_late_cause { RBP_LATE_FEW, RBP_LATE_COST, RBP_LATE_HOST };
+enum rbp_late_cause rbp_sampler_late_cause(const struct rbp_sampler_status *st, uint32_t rate_hz);
+
 #endif

@@ -17,6 +17,16 @@
 //             and, with --collapsed, within 0.5 points of the share of
 //             folded stacks containing a match
 //   url-search  #s=REGEX reproduces the search; Esc clears it
+//   filter    with --filter NAME: the thread filter lists every thread; picking
+//             the thread named NAME (then each other one) redraws the graph
+//             from its samples alone: the root spans the width, every frame
+//             sits inside its parent, frames of the other threads only are
+//             hidden, the URL says #t=..., which reopens the same view, and
+//             "all threads" brings back the whole graph
+//   width-W   at a window W px wide (1200 and 700): the image is as wide as
+//             the window (less a scrollbar), the root frame spans it less the
+//             margins, a resize to the other width refits it, the legend
+//             names Ruby, C, native and GC, and the root is on screen
 // --screenshot X.png also writes X-zoom.png and X-search.png (zoomed, searched).
 // Exit status 1 when a check failed.
 import { chromium } from 'playwright-core';
@@ -25,11 +35,11 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const HL = 'rgb(230,0,230)';
-const FULL = 1180;  // image width minus margins
+let FULL = 1180;  // image width minus margins: set from the page (it fits the window)
 
 function parseArgs(argv) {
 	const a = { file: null, name: 'flamegraph', expect: [], zoom: null, search: null,
-		collapsed: null, screenshot: null };
+		collapsed: null, screenshot: null, filter: null };
 	for (let i = 0; i < argv.length; i++) {
 		const k = argv[i], v = argv[i + 1];
 		if (k === '--expect') { a.expect.push(v); i++; }
@@ -97,8 +107,8 @@ function collapsedShare(path, re) {
 	return all ? 100 * hit / all : 0;
 }
 
-async function open(browser, url, errors) {
-	const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+async function open(browser, url, errors, width = 1200) {
+	const page = await browser.newPage({ viewport: { width, height: 900 } });
 	page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
 	page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
 	await page.goto(url);
@@ -192,6 +202,76 @@ async function shot(page, suffix) {
 	await page.setViewportSize({ width: 1200, height: 900 });
 }
 
+// Shown frames' rects and parents, to check a filtered layout.
+async function layout(page) {
+	return page.evaluate(() => [...document.querySelectorAll('#frames > g.f')].map((g) => {
+		const r = g.querySelector('rect');
+		return { id: g.id, p: g.hasAttribute('data-p') ? +g.dataset.p : -1,
+			shown: getComputedStyle(g).display !== 'none' && +r.getAttribute('width') > 0,
+			x: +r.getAttribute('x'), w: +r.getAttribute('width'),
+			name: g.querySelector('title').textContent };
+	}));
+}
+
+async function checkFilter(browser, page, errors) {
+	const opts = await page.evaluate(() => [...document.querySelectorAll('#thread option')]
+		.map((o) => ({ v: o.value, text: o.textContent })));
+	const mine = opts.find((o) => o.text.includes(`(${args.filter})`));
+	if (opts.length < 3 || !mine)
+		return report('filter', false, `options ${JSON.stringify(opts)}, none for thread ${args.filter}`);
+	const all = await layout(page);
+	const probs = [];
+	for (const o of [mine, ...opts.filter((x) => x.v !== 'all' && x !== mine)]) {
+		await page.selectOption('#thread', o.v);
+		const fs = await layout(page);
+		const byIdx = fs;
+		const root = fs.find((f) => f.p < 0);
+		if (Math.abs(root.w - FULL) > 0.01) probs.push(`${o.text}: root ${root.w} wide`);
+		const outside = fs.filter((f) => f.shown && f.p >= 0 && (!byIdx[f.p].shown ||
+			f.x < byIdx[f.p].x - 0.01 || f.x + f.w > byIdx[f.p].x + byIdx[f.p].w + 0.01));
+		if (outside.length) probs.push(`${o.text}: ${outside.length} frames outside their parent (${outside[0].name})`);
+		if (fs.filter((f) => f.shown).length >= all.filter((f) => f.shown).length)
+			probs.push(`${o.text}: nothing hidden`);
+		if (new URL(page.url()).hash.indexOf(`t=${o.v}`) < 0) probs.push(`${o.text}: URL ${page.url()}`);
+		if (o === mine) {
+			const again = await open(browser, page.url(), errors);
+			const re = await layout(again);
+			if (re.filter((f) => f.shown).length !== fs.filter((f) => f.shown).length)
+				probs.push(`${page.url()} reopened shows another set of frames`);
+			await again.close();
+		}
+	}
+	await page.selectOption('#thread', 'all');
+	const back = await layout(page);
+	if (back.some((f, i) => !f.shown || Math.abs(f.w - all[i].w) > 0.01)) probs.push('"all threads" does not bring back the graph');
+	report('filter', probs.length === 0, probs.join('; '));
+}
+
+// The image fits a window `width` px wide, refits on resize, has a legend,
+// and opens with the root (the bottom frame) on screen.
+async function checkWidth(browser, url, errors, width) {
+	const page = await open(browser, url, errors, width);
+	const look = () => page.evaluate(() => {
+		const svg = document.documentElement, root = document.querySelector('#frames > g.f[data-d="0"] > rect');
+		const box = root.getBoundingClientRect();
+		return { svg: +svg.getAttribute('width'), inner: window.innerWidth, client: svg.clientWidth,
+			root: +root.getAttribute('width'), top: box.top, bottom: box.bottom, vh: window.innerHeight,
+			legend: [...document.querySelectorAll('#legend text')].map((t) => t.textContent) };
+	});
+	const a = await look();
+	const other = width === 1200 ? 700 : 1200;
+	await page.setViewportSize({ width: other, height: 900 });
+	await page.waitForFunction((w) => Math.abs(+document.documentElement.getAttribute('width') - w) <= 20, other);
+	const b = await look();
+	const fits = (v, w) => v.svg <= w && v.svg >= w - 20 && Math.abs(v.root - (v.svg - 20)) < 0.01;
+	const legend = ['Ruby', 'C method', 'native', 'GC'].every((k) => a.legend.some((t) => t.startsWith(k)));
+	const onScreen = a.top >= 0 && a.bottom <= a.vh + 1;
+	report(`width-${width}`, fits(a, width) && fits(b, other) && legend && onScreen,
+		`window ${width}: image ${a.svg} px, root ${a.root}; resized to ${other}: image ${b.svg}, root ${b.root}; ` +
+		`legend ${JSON.stringify(a.legend)}; root at ${a.top.toFixed(0)}..${a.bottom.toFixed(0)} of ${a.vh}`);
+	await page.close();
+}
+
 async function main() {
 	const url = pathToFileURL(resolve(args.file)).href;
 	const browser = await chromium.launch({
@@ -202,6 +282,7 @@ async function main() {
 	const errors = [];
 	try {
 		const page = await open(browser, url, errors);
+		FULL = await page.evaluate(() => +document.documentElement.getAttribute('width')) - 20;
 		const fs = await frames(page);
 		report('load', fs.length > 0 && errors.length === 0,
 			`${fs.length} frames, ${errors.join('; ') || 'no errors'}`);
@@ -213,6 +294,10 @@ async function main() {
 			await checkZoom(browser, page, url, errors);
 		if (args.search)
 			await checkSearch(browser, page, url, errors);
+		if (args.filter)
+			await checkFilter(browser, page, errors);
+		for (const w of [1200, 700])
+			await checkWidth(browser, url, errors, w);
 		report('errors', errors.length === 0, errors.join('; '));
 	} finally {
 		await browser.close();

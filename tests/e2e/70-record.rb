@@ -177,7 +177,10 @@ check("record/spawn-ctrl-c") do |probs|
   sleep 1
   bg.kill("INT", group: true)
   res = bg.wait
-  next unless expect_ok(probs, args, res)
+  # the profile is written, and rbpeek exits as the program did: SIGINT, 128+2
+  unless res.status == 130 && !res.timed_out
+    next probs << "#{cmd(args)}: #{res.describe}, expected exit 130 (the program's SIGINT)"
+  end
 
   hot = R.under(R.read_collapsed(out), "Object#hot")
   probs << "#{hot} samples under Object#hot after ~1 s at 100 Hz, expected at least 20" if hot < 20
@@ -440,8 +443,16 @@ end
 check("record/threads") do |probs|
   R.with_script("spinsleep") do |t|
     out = R.tmp("threads.txt")
-    args = ["record", "--pid", t.pid, "-d", 1, "--threads", "-f", "collapsed", "-o", out]
+    # --idle: the sleeping threads too (by default they are left out, below)
+    args = ["record", "--pid", t.pid, "-d", 1, "--threads", "--idle", "-f", "collapsed", "-o", out]
     next unless expect_ok(probs, args, R.rec(*args))
+    dflt = R.tmp("threads-default.txt")
+    res = R.rec("record", "--pid", t.pid, "-d", 1, "--threads", "-f", "collapsed", "-o", dflt)
+    if expect_ok(probs, ["record", "(default)"], res)
+      roots = R.read_collapsed(dflt).map { |frames, _| frames.first.label[/\((.*)\)\z/, 1] }.uniq
+      probs << "by default the threads waiting (main in Thread#join, sleeper) are left out: roots #{roots.inspect}" unless roots == ["spinner"]
+      probs << "the hidden share is not said: #{R.stderr_of(res).inspect}" unless R.stderr_of(res) =~ /\(\d+%\) were threads waiting for work/
+    end
 
     stacks = R.read_collapsed(out)
     spin = t.line_of(/# SPIN/)

@@ -15,7 +15,7 @@ include E2E
 
 R = Record
 HOTCOLD = File.join(R::DIR, "hotcold.rb") # twothreads.rb's main thread runs it
-names = %w[top/text top/usage top/not-ruby top/native top/tmux-keys top/tmux-resize top/tmux-ctrl-c
+names = %w[top/text top/usage top/not-ruby top/one-row-per-function top/native top/tmux-keys top/tmux-resize top/tmux-ctrl-c
            top/tmux-sigterm top/tmux-target-exits]
 exit 0 if skip_unless_tracing(names)
 
@@ -94,6 +94,29 @@ check("top/not-ruby") do |probs|
   probs << "top on sleep: #{res.describe}, expected exit 5" unless res.status == 5
   E2E.kill_pid(pid)
   nil
+end
+
+# A C function called from several files (its frames carry the caller's
+# file) is one row by function: Kernel#sleep once, not once per caller.
+check("top/one-row-per-function") do |probs|
+  dir = R.tmp("onerow", mkdir: true)
+  File.write(File.join(dir, "b.rb"), "def b_sleep; sleep; end\n")
+  File.write(File.join(dir, "a.rb"), "require_relative 'b'\ndef a_sleep; sleep; end\n" \
+             "Thread.new { a_sleep }; Thread.new { b_sleep }; Thread.new { loop { sleep 0.01 } }\n" \
+             "File.write(ARGV[0], 'ready'); sleep\n")
+  ready = File.join(dir, "ready")
+  pid = Process.spawn(RbConfig.ruby, File.join(dir, "a.rb"), ready)
+  E2E.register_pid(pid)
+  t0 = Time.now
+  sleep 0.05 until File.exist?(ready) || Time.now - t0 > 20
+  res = R.rec("top", "--pid", pid, "-n", "1", "--delay", "0.7", timeout: 15)
+  rows = rows_of(res.stdout)
+  sleeps = rows.select { |r| r[2] == "Kernel#sleep" }
+  E2E.kill_pid(pid)
+  probs << "top: #{res.describe}" unless res.status&.zero?
+  probs << "#{sleeps.size} Kernel#sleep rows, expected 1: #{sleeps.inspect}" unless sleeps.size == 1
+  probs << "Kernel#sleep row has a caller's place #{sleeps[0][3].inspect}" if sleeps.size == 1 && sleeps[0][3] != "-"
+  "#{sleeps.size} row, #{sleeps[0]&.first}% self"
 end
 
 # --native: a C method's own C functions (OpenSSL's digest) get rows of

@@ -124,10 +124,19 @@ check("subproc/snapshot") do |probs|
       probs << "worker #{w['pid']}'s main thread has tid #{main&.dig('tid')}, not its pid" unless main && main["tid"] == w["pid"]
     end
     probs << "non-Ruby child listed" unless (pids & sleepers).empty?
+    # which process is which: each one's command line, as /proc shows it
+    j["processes"].each do |pr|
+      now = File.read("/proc/#{pr['pid']}/cmdline").tr("\0\n\t", "   ").strip rescue nil
+      probs << "process #{pr['pid']}: cmdline #{pr['cmdline'].inspect}, /proc says #{now.inspect}" if now && pr["cmdline"] != now
+    end
+    probs << "no worker titled 'forker worker': #{j['processes'].map { |pr| pr['cmdline'] }}" unless workers.all? { |w| w["cmdline"].to_s.start_with?("forker worker") }
     # (the tree changes as forker goes on: compare the root and the count only)
     text = R.rec("snapshot", "--subprocesses", "--pid", s.pid)
     heads = text.stdout.scan(/^Process (\d+): ruby/).flatten.map(&:to_i)
     probs << "text snapshot lists #{heads.inspect}, JSON #{pids.inspect}" unless heads.first == s.pid && heads.size >= 3
+    cmds = text.stdout.scan(/^Process \d+: ruby .*\nCommand: (.+)$/).flatten
+    probs << "text snapshot: #{cmds.size} 'Command:' lines under #{heads.size} processes" unless cmds.size == heads.size
+    probs << "text snapshot: no 'Command: forker worker' line" unless cmds.any? { |c| c.start_with?("forker worker") }
     (p = s.running_problem(busy: false)) && probs << p
     "#{pids.size} processes"
   end

@@ -7,6 +7,10 @@
 #     under load from wrk (or curl) on a free loopback port:
 #     record --subprocesses on the master shows both workers' requests
 #     (HelloApp#render_page);
+#   - puma with a pool of 8 threads and one client: by default the idle
+#     pool threads' waits are left out, so the requests (and their 10 ms
+#     "database" wait) are most of the flame graph; speedscope opens on the
+#     thread serving them;
 #   - unicorn with 2 workers, likewise; one worker is killed mid-recording,
 #     the master forks a new one, which must show up with requests of its
 #     own, and the recording must end normally.
@@ -19,7 +23,7 @@ include E2E
 R = Record
 APP = File.join(TARGETS, "servers", "app.ru")
 UNICORN_CONF = File.join(TARGETS, "servers", "unicorn.conf.rb")
-names = %w[servers/rubocop servers/puma-cluster servers/unicorn-refork]
+names = %w[servers/rubocop servers/puma-cluster servers/puma-idle-pool servers/unicorn-refork]
 exit 0 if skip_unless_tracing(names)
 
 def have(cmd)
@@ -78,9 +82,9 @@ ensure
 end
 
 # Loopback load for `seconds`: wrk when installed, else curl in a loop.
-def with_load(port, seconds)
-  url = "http://127.0.0.1:#{port}/load"
-  argv = if have("wrk") then ["wrk", "-t2", "-c4", "-d#{seconds}s", url]
+def with_load(port, seconds, path: "/load", clients: 4)
+  url = "http://127.0.0.1:#{port}#{path}"
+  argv = if have("wrk") then ["wrk", "-t#{[clients, 2].min}", "-c#{clients}", "-d#{seconds}s", url]
          else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
          end
   pid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
@@ -118,8 +122,9 @@ check_with("rubocop", "servers/rubocop", "rubocop not installed (Debian package 
   out = R.tmp("rubocop.txt")
   res = R.rec("record", "-f", "collapsed", "-o", out, "--", "rubocop", "--cache", "false", "--format", "quiet", dir,
               timeout: 120)
-  # rubocop exits 1 when it finds offenses: rbpeek still writes the profile
-  next probs << "record -- rubocop: #{res.describe}" unless res.status&.zero? && File.exist?(out)
+  # rubocop exits 1 when it finds offenses: rbpeek still writes the profile,
+  # and exits as rubocop did
+  next probs << "record -- rubocop: #{res.describe}" unless [0, 1].include?(res.status) && File.exist?(out)
 
   stacks = R.read_collapsed(out)
   total = R.total(stacks)
@@ -140,7 +145,8 @@ check_with("puma", "servers/puma-cluster", "puma not installed (Debian package p
     with_load(port, 12) do
       sleep 0.5
       out = R.tmp("puma.txt")
-      res = R.rec("record", "--subprocesses", "-d", "4", "-f", "collapsed", "-o", out, "--pid", master, timeout: 30)
+      # --idle: the master only waits, and must still be there
+      res = R.rec("record", "--subprocesses", "--idle", "-d", "4", "-f", "collapsed", "-o", out, "--pid", master, timeout: 30)
       next probs << "record: #{res.describe}" unless res.status&.zero?
 
       procs = R.by_process(R.read_collapsed(out))
@@ -150,6 +156,39 @@ check_with("puma", "servers/puma-cluster", "puma not installed (Debian package p
       probs << "worker root lacks puma's process title: #{procs[workers.first]&.first.inspect}" unless procs[workers.first]&.first.to_s.include?("puma")
       probs << "master shows request handling" if busy.include?(master)
       "workers #{workers.inspect} serving"
+    end
+  end
+end
+
+check_with("puma", "servers/puma-idle-pool", "puma not installed (Debian package puma)") do |probs|
+  port = free_port
+  with_server(["puma", "-t", "8:8", "-b", "tcp://127.0.0.1:#{port}", APP]) do |pid, log|
+    wait_http(port, pid, log)
+    with_load(port, 20, path: "/db", clients: 1) do
+      sleep 0.5
+      out = R.tmp("pool.txt")
+      res = R.rec("record", "-d", "3", "-f", "collapsed", "-o", out, "--pid", pid, timeout: 30)
+      next probs << "record: #{res.describe}" unless res.status&.zero?
+
+      stacks = R.read_collapsed(out)
+      total = R.total(stacks)
+      req = stacks.sum { |frames, c| frames.any? { |f| f.label == "HelloApp#call" } ? c : 0 }
+      db = stacks.sum { |frames, c| frames.map(&:label).each_cons(2).include?(["HelloApp#wait_for_db", "Kernel#sleep"]) ? c : 0 }
+      hidden = R.stderr_of(res)[/(\d+)%\) were threads waiting for work/, 1]
+      probs << "requests are #{req} of #{total} samples: not the dominant part" unless req * 2 > total
+      probs << "the requests' database wait (sleep in wait_for_db) is not shown" unless db.positive?
+      probs << "the hidden share of idle threads is not said: #{R.stderr_of(res).inspect}" unless hidden
+      ss = R.tmp("pool.speedscope.json")
+      res = R.rec("record", "-d", "2", "--idle", "-o", ss, "--pid", pid, timeout: 30)
+      next probs << "record --idle -f speedscope: #{res.describe}" unless res.status&.zero?
+
+      doc = JSON.parse(File.read(ss))
+      frames = doc["shared"]["frames"]
+      active = doc["profiles"][doc["activeProfileIndex"]]
+      names = active["samples"].flatten.uniq.map { |i| frames[i]["name"] }
+      probs << "speedscope opens on #{active['name'].inspect}, not the thread serving requests" unless names.include?("HelloApp#call")
+      format("requests %.0f%% of the default view (%s%% idle hidden), speedscope opens on %s",
+             100.0 * req / total, hidden, active["name"])
     end
   end
 end

@@ -254,7 +254,7 @@ have_go() {
 # report FORMAT OUT: convert the raw file; fails the check NAME on error
 report() {
 	local name=$1 format=$2 out=$3
-	if ! timeout 60 "$RBPEEK" report -i "$raw" -f "$format" -o "$out" 2>"$work/report.err"; then
+	if ! timeout 60 "$RBPEEK" report --idle -i "$raw" -f "$format" -o "$out" 2>"$work/report.err"; then
 		fail "$name" "report -f $format: $(tail -n 2 "$work/report.err" | tr '\n' ' ')"
 		return 1
 	elif sanitized "$work/report.err"; then

@@ -4,18 +4,23 @@
 # whole run to $RBPEEK_TRACE_OUT when the program exits.  RBPEEK_TRACE_FORMAT
 # (perfetto|json), RBPEEK_TRACE_BUFFER (events per thread) and
 # RBPEEK_TRACE_C_CALLS=0 tune it.
-begin
-  require "rbpeek/trace"
-rescue LoadError => e
-  abort "rbpeek: error: #{e.message}"
-end
-
-if (out = ENV.delete("RBPEEK_TRACE_OUT"))
-  format = (ENV.delete("RBPEEK_TRACE_FORMAT") || "perfetto").to_sym
-  size = Integer(ENV.delete("RBPEEK_TRACE_BUFFER") || RbPeek::Trace::DEFAULT_BUFFER_SIZE)
-  c_calls = ENV.delete("RBPEEK_TRACE_C_CALLS") != "0"
-  # Children (system, spawn) must not trace into the same file.
-  ENV["RUBYOPT"] = ENV["RUBYOPT"].to_s.split.reject { |o| o.include?("rbpeek/trace/auto") }.join(" ")
+#
+# Which process traces: the one rbpeek started, whose parent is rbpeek
+# ($RBPEEK_TRACE_PARENT).  An exec keeps the PID and the parent, so a chain
+# of execs (bundle exec, binstubs, ruby -S, a shell script that execs ruby)
+# ends in the program that traces: the settings stay in the environment and
+# each Ruby along the chain starts afresh.  Processes it forks or spawns have
+# another parent and are not traced (they load this file and do nothing);
+# a forked copy of the traced process does not save either.
+if (out = ENV["RBPEEK_TRACE_OUT"]) && Process.ppid.to_s == ENV["RBPEEK_TRACE_PARENT"]
+  begin
+    require "rbpeek/trace"
+  rescue LoadError => e
+    abort "rbpeek: error: #{e.message}"
+  end
+  format = (ENV["RBPEEK_TRACE_FORMAT"] || "perfetto").to_sym
+  size = Integer(ENV["RBPEEK_TRACE_BUFFER"] || RbPeek::Trace::DEFAULT_BUFFER_SIZE)
+  c_calls = ENV["RBPEEK_TRACE_C_CALLS"] != "0"
   pid = Process.pid
   RbPeek::Trace.start(buffer_size: size, c_calls: c_calls)
   at_exit do

@@ -317,7 +317,8 @@ module Record
     raise "summary header not understood: #{lines[0].inspect}" unless head
 
     rows = lines.drop(1).reject { |l| l.strip.empty? || l =~ /\A\s*% self/ }.map do |l|
-      m = /\A\s*(\d+\.\d+)\s+(\d+\.\d+)\s+(.+?)\s+(\S+):(-?\d+)\z/.match(l) or raise "summary row not understood: #{l.inspect}"
+      # a C function by function has no place of its own: "-"
+      m = /\A\s*(\d+\.\d+)\s+(\d+\.\d+)\s+(.+?)\s+(?:(\S+):(-?\d+)|-)\z/.match(l) or raise "summary row not understood: #{l.inspect}"
       { self: m[1].to_f, total: m[2].to_f, label: m[3], path: m[4], line: m[5].to_i }
     end
     { pid: head[1].to_i, ruby: head[2], rate: head[4].to_i, samples: head[5].to_i, threads: head[6].to_i, rows: rows }
