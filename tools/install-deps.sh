@@ -27,10 +27,16 @@
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
+#   libelf-dev, liblzma-dev, libbz2-dev, libzstd-dev, pkg-config
+#                     the static archives `make static` links (libdw.a and
+#                     libelf.a come with libdw-dev/libelf-dev, libz.a with
+#                     zlib1g-dev; Debian 13's libdw.a also needs libzstd.a);
+#                     pkg-config --static names the set libdw.a needs
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof
-	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk"
+	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk
+	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not Debian-like: check the commands themselves and let the user install.

@@ -105,6 +105,11 @@ static int report_maps(struct rbp_native *n, const struct rbp_maps *m, int *adde
 	return RBP_OK;
 }
 
+int rbp_native_available(void)
+{
+	return 1;
+}
+
 int rbp_native_open(struct rbp_target *t, struct rbp_native **out)
 {
 	struct rbp_native *n;
