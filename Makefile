@@ -197,6 +197,7 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@bench/sampling.sh
 	@bench/slowdown.sh
 	@bench/native.sh
+	@bench/static.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
 	@$(BUILD)/bench_ktrace
