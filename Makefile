@@ -18,7 +18,10 @@ VERSION   := 0.1.0
 BUILD     ?= build
 CC        ?= cc
 CFLAGS    ?= -O2 -g
-WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+# WERROR= (what the gem's build does) keeps warnings from stopping a build
+# with a newer compiler on a user's machine.
+WERROR    ?= -Werror
+WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
 CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # libdw/libelf (elfutils) only for --native (src/proc/native.c): --as-needed
 # keeps them out of binaries that do not use it (unit tests, benches).

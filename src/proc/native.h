@@ -77,7 +77,14 @@ struct rbp_native_stats {
 };
 void rbp_native_stats(const struct rbp_native *n, struct rbp_native_stats *out);
 /* Add x's counts, or n's (n may be NULL), to *sum. */
-void rbp_native_stats_sum(struct rbp_native_stats *sum, const struct rbp_native_stats *x);
+static inline void rbp_native_stats_sum(struct rbp_native_stats *sum,
+					const struct rbp_native_stats *x)
+{
+	sum->unwinds += x->unwinds;
+	sum->frames += x->frames;
+	sum->sym_misses += x->sym_misses;
+	sum->rescans += x->rescans;
+}
 void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *sum);
 
 #endif

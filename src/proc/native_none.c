@@ -40,14 +40,6 @@ void rbp_native_stats(const struct rbp_native *n, struct rbp_native_stats *out)
 	*out = (struct rbp_native_stats){ 0 };
 }
 
-void rbp_native_stats_sum(struct rbp_native_stats *sum, const struct rbp_native_stats *x)
-{
-	sum->unwinds += x->unwinds;
-	sum->frames += x->frames;
-	sum->sym_misses += x->sym_misses;
-	sum->rescans += x->rescans;
-}
-
 void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *sum)
 {
 	(void)n;
