@@ -13,6 +13,10 @@
 #   make install    the binary, man page, completions and tracer into PREFIX
 #                   (default /usr/local; DESTDIR for staging); make uninstall
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
+#   make static     one fully static binary (build-static/rbpeek) from Debian's
+#                   static archives (libdw.a, libelf.a, libz.a, ...)
+#   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
+#                   not available (the gem does this when libdw-dev is missing)
 #   make clean
 
 VERSION   := 0.1.0
@@ -28,11 +32,16 @@ COMMIT    := $(shell cat COMMIT 2>/dev/null || \
 BUILD     ?= build
 CC        ?= cc
 CFLAGS    ?= -O2 -g
-WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+# WERROR= (what the gem's build does) keeps warnings from stopping a build
+# with a newer compiler on a user's machine.
+WERROR    ?= -Werror
+WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
 CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # libdw/libelf (elfutils) only for --native (src/proc/native.c): --as-needed
 # keeps them out of binaries that do not use it (unit tests, benches).
-LDLIBS    += -lz -Wl,--as-needed -ldw -lelf -Wl,--no-as-needed
+# NATIVE=0 builds src/proc/native_none.c instead, and needs no elfutils.
+NATIVE    ?= 1
+LDLIBS    += -lz $(if $(filter 0,$(NATIVE)),,-Wl,--as-needed -ldw -lelf -Wl,--no-as-needed)
 
 ifeq ($(FUZZ),1)
 CC        := clang
@@ -49,7 +58,23 @@ LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profil
 # The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
 # library so unit tests link them; the CLI does not use them.
 LIB_SRC   += ext/rbpeek/ktrace.c
+LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
+
+# STATIC=1 (what `make static` sets, with BUILD=build-static): link with
+# -static, from the static archives libdw.a needs (pkg-config --static
+# names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
+# it).  src/cli/static.c stands in for glibc's dlopen and initgroups, which
+# cannot work in a static executable (see there); --fatal-warnings keeps
+# any other such function from slipping in unnoticed.
+STATIC_BUILD ?= build-static
+ifeq ($(STATIC),1)
+STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
+LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups
+LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
+else
+CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))
+endif
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -126,6 +151,22 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
+# The static binary, after checking that every archive it links is there.
+static:
+	@$(MAKE) --no-print-directory STATIC=1 BUILD=$(STATIC_BUILD) static-check $(STATIC_BUILD)/rbpeek
+
+static-check:
+	@missing=""; \
+	for l in $(patsubst -l%,%,$(filter -l%,$(LDLIBS))) c; do \
+		[ "$$($(CC) -print-file-name=lib$$l.a)" != "lib$$l.a" ] && continue; \
+		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
+		bz2) p=libbz2-dev;; zstd) p=libzstd-dev;; *) p=libc6-dev;; esac; \
+		missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make static: missing static libraries; install them:  apt-get install$$missing" >&2; exit 1; \
+	fi
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -133,7 +174,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 # test_trace_write compiles the tracer's writer from its source (not in $(LIB))
 $(BUILD)/tests/test_trace_write: ext/rbpeek/trace_write.c ext/rbpeek/trace.h ext/rbpeek/ktrace.h
 
-build-tests: all $(UNIT_BIN) $(BUILD)/mkseed_walk
+# The static binary too (tests/e2e/86-static-binary.rb), except in sanitizer
+# and fuzzer builds, which cannot be static.
+build-tests: all $(UNIT_BIN) $(BUILD)/mkseed_walk $(if $(SAN)$(FUZZ),,static)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang into build-fuzz/.
 FUZZ_BUILD := build-fuzz
@@ -196,6 +239,7 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@bench/sampling.sh
 	@bench/slowdown.sh
 	@bench/native.sh
+	@bench/static.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
 	@$(BUILD)/bench_ktrace
@@ -270,8 +314,8 @@ dist:
 	@echo "make dist: $(BUILD)/$(DIST).tar.gz"
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD)
+	rm -rf build build-asan $(STATIC_BUILD) $(FUZZ_BUILD)
 
 
-.PHONY: FORCE all ext completions install install-tracer uninstall dist build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
+.PHONY: FORCE all ext completions install install-tracer uninstall dist static static-check build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

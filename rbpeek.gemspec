@@ -1,24 +1,27 @@
 # frozen_string_literal: true
 
-# The rbpeek gem: the in-process tracer (require "rbpeek/trace").  The
-# rbpeek command line tool itself is built with make (see README.md).
+# The rbpeek gem: the rbpeek command line tool and the in-process tracer
+# (require "rbpeek/trace"), both built at install time by the project's
+# Makefile (ext/rbpeek/extconf.rb runs it) from the sources listed here.
 Gem::Specification.new do |s|
   s.name = "rbpeek"
   s.version = File.read(File.join(__dir__, "Makefile"))[/^VERSION\s*:=\s*(\S+)/, 1]
-  s.summary = "In-process flight recorder of Ruby method calls, GC and GVL, saved as Perfetto traces"
-  s.description = "RbPeek::Trace records every method call, GC step and GVL state of a Ruby " \
-                  "process into bounded per-thread ring buffers and saves the window since the " \
-                  "last reset as a Perfetto trace or Chrome JSON: cheap enough to leave on and " \
-                  "keep only the slow requests."
+  s.summary = "Sampling profiler for any Ruby process (rbpeek command) and an in-process flight recorder"
+  s.description = "rbpeek attaches to any running Ruby process (no gem in the target, no restart) " \
+                  "and records flame graphs, top, snapshots and pprof/speedscope/callgrind " \
+                  "profiles.  RbPeek::Trace records every method call, GC step and GVL state " \
+                  "into bounded per-thread ring buffers and saves them as a Perfetto trace."
   s.authors = ["rbpeek developers"]
   s.license = "MIT"
   s.homepage = "https://example.invalid/rbpeek"
   s.required_ruby_version = ">= 2.7"
+  # Sources only: no build products (build*/), tests or their output.
   s.files = Dir.chdir(__dir__) do
-    Dir["lib/**/*.rb", "ext/rbpeek/*.{c,h,rb}"] + %w[tools/gen-syscalls.sh] +
-      %w[hmap.c hmap.h json.c json.h utf8.c utf8.h vec.c vec.h err.h gz.h pb.h].map { |f| "src/util/#{f}" } +
-      %w[LICENSE README.md docs/trace.md]
+    Dir["Makefile", "src/**/*.{c,h}", "ext/rbpeek/*.{c,h,rb}", "lib/**/*.rb", "bin/rbpeek",
+        "tools/gen-syscalls.sh", "LICENSE", "README.md", "docs/*.md", "docs/*.1"].sort
   end
+  s.bindir = "bin"
+  s.executables = ["rbpeek"]
   s.extensions = ["ext/rbpeek/extconf.rb"]
   s.require_paths = ["lib"]
 end

@@ -29,6 +29,11 @@
 #   unicorn,          90-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
 #   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/90-trace-exec.rb)
+#   libelf-dev, liblzma-dev, libbz2-dev, libzstd-dev, pkg-config
+#                     the static archives `make static` links (libdw.a and
+#                     libelf.a come with libdw-dev/libelf-dev, libz.a with
+#                     zlib1g-dev; Debian 13's libdw.a also needs libzstd.a);
+#                     pkg-config --static names the set libdw.a needs
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
 #                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
@@ -39,7 +44,8 @@
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
-	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler"
+	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler
+	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"
 fi

@@ -36,6 +36,9 @@ struct cli_subject {
  * core error code, and return the matching exit code.
  */
 int cli_fail(int err, const struct cli_subject *subj);
+/* --native asked of a build without libdw (NATIVE=0): says so; returns EXIT_USAGE. */
+int cli_no_native(void);
+
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

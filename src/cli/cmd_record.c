@@ -189,6 +189,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		o->cmd = argv + optind;
 	if (!o->pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
+	if (o->native && !rbp_native_available())
+		return cli_no_native();
 	if (o->native && o->so.nonblocking)
 		return cli_usage_error("record", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");

@@ -104,6 +104,8 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 	}
 	if (cli_target_check("snapshot", argc, argv, &o->t))
 		return EXIT_USAGE;
+	if (o->native && !rbp_native_available())
+		return cli_no_native();
 	if (o->native && o->t.core)
 		return cli_usage_error("snapshot", "--native needs a live process (--pid), not a core file");
 	if (o->native && o->nonblocking)

@@ -160,6 +160,8 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		return cli_usage_error("top", "unexpected argument '%s'", argv[optind]);
 	if (!o->pid)
 		return cli_usage_error("top", "give --pid PID");
+	if (o->native && !rbp_native_available())
+		return cli_no_native();
 	if (o->native && o->nonblocking)
 		return cli_usage_error("top", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");

@@ -81,6 +81,8 @@ int cli_fail(int err, const struct cli_subject *s)
 			return EXIT_CORE;
 		}
 		break;
+	case RBP_ENONATIVE:
+		return cli_no_native();
 	case RBP_ENOVM:
 	case RBP_ECORRUPT:
 	case RBP_EFAULT:
@@ -95,6 +97,15 @@ int cli_fail(int err, const struct cli_subject *s)
 	}
 	fprintf(stderr, "rbpeek: error: %s: %s\n", who, rbp_strerror(err));
 	return EXIT_INTERNAL;
+}
+
+int cli_no_native(void)
+{
+	fprintf(stderr, "rbpeek: error: --native is not available: this rbpeek was built "
+		"without libdw (elfutils)\n"
+		"hint: install libdw-dev (Debian, Ubuntu) or elfutils-devel, then rebuild rbpeek "
+		"(make, or gem install rbpeek again)\n");
+	return EXIT_USAGE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

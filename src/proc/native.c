@@ -233,6 +233,11 @@ static int report_maps(struct rbp_native *n, const struct rbp_maps *m, int *adde
 	return RBP_OK;
 }
 
+int rbp_native_available(void)
+{
+	return 1;
+}
+
 int rbp_native_open(struct rbp_target *t, struct rbp_native **out)
 {
 	struct rbp_native *n;
@@ -531,14 +536,6 @@ int rbp_native_symbol(struct rbp_native *n, uint64_t pc, const struct rbp_native
 void rbp_native_stats(const struct rbp_native *n, struct rbp_native_stats *out)
 {
 	*out = n->stats;
-}
-
-void rbp_native_stats_sum(struct rbp_native_stats *sum, const struct rbp_native_stats *x)
-{
-	sum->unwinds += x->unwinds;
-	sum->frames += x->frames;
-	sum->sym_misses += x->sym_misses;
-	sum->rescans += x->rescans;
 }
 
 void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *sum)

@@ -44,6 +44,12 @@ struct rbp_native_sym {
 			       * functions are named), 0 with .dynsym only */
 };
 
+/*
+ * 1 when this rbpeek was built with elfutils, 0 when built with NATIVE=0
+ * (src/proc/native_none.c): then rbp_native_open fails with RBP_ENONATIVE.
+ */
+int rbp_native_available(void);
+
 /* Prepare to unwind a live process; RBP_EINVAL for a core file. */
 int rbp_native_open(struct rbp_target *t, struct rbp_native **out);
 void rbp_native_close(struct rbp_native *n);  /* NULL-safe */
@@ -77,7 +83,14 @@ struct rbp_native_stats {
 };
 void rbp_native_stats(const struct rbp_native *n, struct rbp_native_stats *out);
 /* Add x's counts, or n's (n may be NULL), to *sum. */
-void rbp_native_stats_sum(struct rbp_native_stats *sum, const struct rbp_native_stats *x);
+static inline void rbp_native_stats_sum(struct rbp_native_stats *sum,
+					const struct rbp_native_stats *x)
+{
+	sum->unwinds += x->unwinds;
+	sum->frames += x->frames;
+	sum->sym_misses += x->sym_misses;
+	sum->rescans += x->rescans;
+}
 void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *sum);
 
 #endif

@@ -108,6 +108,9 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 	t->pid = pid;
 	t->ns_pid = ns_last(pid, pid);
 	snprintf(t->root, sizeof(t->root), "/proc/%d/root", (int)pid);
+	ssize_t k = readlink(t->root, t->root_dir, sizeof(t->root_dir) - 1);
+	/* "/" (not chroot'ed), unreadable or too long: nothing to drop */
+	t->root_dir[k > 1 && (size_t)k < sizeof(t->root_dir) - 1 ? k : 0] = '\0';
 	err = rbp_maps_read_pid(pid, &t->maps);
 	if (!err)
 		err = rbp_reader_open_pid(pid, &t->mem);
@@ -134,6 +137,10 @@ void rbp_target_close(struct rbp_target *t)
 int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
 		    size_t n)
 {
+	size_t k = strlen(t->root_dir);
+
+	if (k && !strncmp(path, t->root_dir, k) && path[k] == '/')
+		path += k;
 	int len = snprintf(buf, n, "%s%s", t->root, path);
 
 	if (len < 0 || (size_t)len >= n)

@@ -30,6 +30,10 @@ struct rbp_target {
 	pid_t pid;               /* live PID, or the PID recorded in the core */
 	int is_core;             /* 1 for a core file */
 	char root[64];           /* prefix for mapped paths: "/proc/PID/root" or "" */
+	char root_dir[256];      /* live: where /proc/PID/root points as we see it,
+				  * "" when "/" or unknown.  A chroot'ed target's maps
+				  * carry it as a prefix when we see its files from
+				  * another mount namespace: rbp_target_path drops it */
 	pid_t *core_tids;        /* cores: thread ids from NT_PRSTATUS, in note order */
 	size_t n_core_tids;
 	char core_comm[17];      /* cores: NT_PRPSINFO pr_fname */
@@ -54,7 +58,10 @@ void rbp_target_close(struct rbp_target *t);
  */
 pid_t rbp_target_our_tid(struct rbp_target *t, pid_t ns_tid);
 
-/* Build "<root><path>" into buf (size n); RBP_EINVAL if it does not fit. */
+/*
+ * Build "<root><path>" into buf (size n), path without a leading root_dir;
+ * RBP_EINVAL if it does not fit.
+ */
 int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
 		    size_t n);
 

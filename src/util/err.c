@@ -16,6 +16,7 @@ const char *rbp_strerror(int err)
 	case RBP_ENOSYM: return "symbol not found";
 	case RBP_EPTRACE: return "ptrace failed";
 	case RBP_ENOUPROBE: return "the kernel has no uprobe perf events";
+	case RBP_ENONATIVE: return "this rbpeek was built without libdw (elfutils): no native stacks";
 	case RBP_ENOTRUBY: return "not a Ruby process";
 	case RBP_EVERSION: return "unsupported Ruby version";
 	case RBP_ENOVM: return "Ruby VM not found";

@@ -6,8 +6,8 @@
 # files read back by our own reader (lib/trace_reader.rb) and compared with
 # the exact expected trees (lib/trace_check.rb); the Perfetto files are also
 # decoded by protoc against a schema subset (tests/trace/perfetto_min.proto).
-# Plus the CLI, the kernel streams without privilege, gem build + install,
-# bounded memory and the save speed.  91-trace-versions.rb runs the same
+# Plus the CLI, the kernel streams without privilege, bounded memory and
+# the save speed (the gem: 87-gem.rb).  91-trace-versions.rb runs the same
 # scenarios on the other Rubies.
 require "json"
 require "tmpdir"
@@ -17,7 +17,7 @@ include E2E
 include TraceCheck
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/gem trace/bounded trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
   exit 0
@@ -105,28 +105,6 @@ test("trace/kernel-unprivileged") do
   warned = r.stderr =~ /no syscalls or scheduler states.*CAP_PERFMON/
   pr << "no warning naming CAP_PERFMON: #{r.stderr[0, 300].inspect}" unless warned
   pr.empty? ? ok("trace/kernel-unprivileged", r.stderr.lines.grep(/rbpeek/).first.to_s.strip[0, 160]) : fail("trace/kernel-unprivileged", pr.join("; "))
-end
-
-# gem build + gem install into a temporary GEM_HOME, then a traced program.
-test("trace/gem") do
-  next skip("trace/gem", "gem not found") unless system("gem --version >/dev/null 2>&1")
-
-  dir = File.join(work, "gem")
-  FileUtils.mkdir_p(dir)
-  b = E2E.run(["gem", "build", File.join(ROOT, "rbpeek.gemspec"), "--output", File.join(dir, "rbpeek.gem")], timeout: 60)
-  next fail("trace/gem", "gem build #{b.describe}") unless b.status&.zero?
-
-  home = File.join(dir, "home")
-  i = E2E.run(["gem", "install", "--local", "--no-document", "--install-dir", home, File.join(dir, "rbpeek.gem")],
-              timeout: 120, chdir: dir)
-  next fail("trace/gem", "gem install #{i.describe} #{i.stdout[-300..]}") unless i.status&.zero?
-
-  out = File.join(dir, "tree.pftrace")
-  r = E2E.run([RUBY, FIXTURE, "tree", out], env: { "GEM_HOME" => home, "GEM_PATH" => home, "RUBYLIB" => nil }, timeout: 30)
-  next fail("trace/gem", "traced program #{r.describe}") unless r.status&.zero?
-
-  pr = problems("tree", out, RUBY_VERSION)
-  pr.empty? ? ok("trace/gem", "built, installed and loaded from GEM_HOME") : fail("trace/gem", pr.join("; "))
 end
 
 # The API's errors, and tracing going on after a failed save; a forked

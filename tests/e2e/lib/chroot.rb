@@ -346,11 +346,14 @@ module Chroots
   # stack (root first, "label (path:line)" frames) is there about 100 times
   # (at 100 Hz; identical stacks of several threads merge into one line),
   # and next to nothing else.  Returns [problems, note].
-  def record_problems(target, spec)
-    cache = File.join(E2E::OUT, "xdg.#{$$}") # where record leaves its raw file
-    res = E2E.rbpeek("record", "--pid", target.pid, "-d", 1, "-f", "collapsed", "-o", "-", "--silent",
-                     timeout: 15, env: { "XDG_CACHE_HOME" => cache })
-    FileUtils.rm_rf(cache)
+  # Elsewhere: cmd is the command that runs rbpeek (e.g. in a chroot), pid
+  # the target's PID as that rbpeek sees it, cache [host path, path as that
+  # rbpeek sees it] of a directory for record's raw file.
+  def record_problems(target, spec, cmd: [E2E::RBPEEK], pid: target.pid, cache: nil)
+    cache ||= [File.join(E2E::OUT, "xdg.#{$$}")] * 2 # where record leaves its raw file
+    res = E2E.run([*cmd, "record", "--pid", pid.to_s, "-d", "1", "-f", "collapsed", "-o", "-", "--silent"],
+                  timeout: 15, env: { "XDG_CACHE_HOME" => cache[1] })
+    FileUtils.rm_rf(cache[0])
     return [["rbpeek record #{res.describe}"], nil] unless res.status&.zero?
 
     counts = Hash.new(0)
