@@ -64,13 +64,13 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
-# it).  src/cli/static.c stands in for glibc's dlopen and initgroups, which
+# it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
 # cannot work in a static executable (see there); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
 STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
-LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups
+LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid
 LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))

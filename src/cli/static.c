@@ -1,10 +1,10 @@
 /*
  * static.c - what the fully static binary (make static) puts in place of
- * the two glibc functions that cannot work in a static executable.
+ * the glibc functions that cannot work in a static executable.
  *
  * Built only into the static binary, which is linked with
- * -Wl,--wrap=dlopen -Wl,--wrap=initgroups: every call to dlopen() and
- * initgroups() then lands here, glibc's own versions are never linked,
+ * -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid: every call
+ * to dlopen(), initgroups() and getpwuid() then lands here, glibc's own versions are never linked,
  * and the link has no "requires at runtime the shared libraries from the
  * glibc version used for linking" warning (the static link treats
  * warnings as errors).
@@ -19,14 +19,20 @@
  *               invoked sudo, with that user's groups.  glibc looks the
  *               groups up through NSS modules it would dlopen; here they
  *               are read from /etc/group alone (no LDAP or sssd groups).
+ *   getpwuid    under sudo, what rbpeek does for the user runs with that
+ *               user's HOME (the raw-profile cache, the program's HOME):
+ *               read from /etc/passwd alone (no LDAP or sssd users: HOME
+ *               then stays as sudo set it).
  */
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 
 void *__wrap_dlopen(const char *file, int mode);
 int __wrap_initgroups(const char *user, gid_t gid);
+struct passwd *__wrap_getpwuid(uid_t uid);
 
 void *__wrap_dlopen(const char *file, int mode)
 {
@@ -58,4 +64,34 @@ int __wrap_initgroups(const char *user, gid_t gid)
 		fclose(f);
 	}
 	return setgroups(n, groups);
+}
+
+/* The /etc/passwd entry of uid, or NULL (static storage, as getpwuid's). */
+struct passwd *__wrap_getpwuid(uid_t uid)
+{
+	static struct passwd found;
+	static char buf[4096];
+	struct passwd *pw, *ret = NULL;
+	FILE *f = fopen("/etc/passwd", "re");
+
+	while (f && (pw = fgetpwent(f))) {
+		if (pw->pw_uid != uid)
+			continue;
+		/* copy: fgetpwent's storage is reused by the next call */
+		int n = snprintf(buf, sizeof(buf), "%s%c%s%c%s", pw->pw_name, 0, pw->pw_dir, 0,
+				 pw->pw_shell ? pw->pw_shell : "");
+		if (n > 0 && (size_t)n < sizeof(buf)) {
+			found = *pw;
+			found.pw_name = buf;
+			found.pw_dir = buf + strlen(buf) + 1;
+			found.pw_shell = found.pw_dir + strlen(found.pw_dir) + 1;
+			found.pw_passwd = (char *)"x";
+			found.pw_gecos = (char *)"";
+			ret = &found;
+		}
+		break;
+	}
+	if (f)
+		fclose(f);
+	return ret;
 }
