@@ -15,9 +15,12 @@
 
 static const char inspect_usage[] =
 	"usage: rbpeek inspect (--pid PID | --core FILE) [--force-version X.Y.Z]\n"
+	"                      [--layout auto|dwarf|table]\n"
 	"\n"
 	"Print what rbpeek finds in a Ruby process and how: the Ruby version, the file\n"
-	"Ruby lives in, the VM and symbol table addresses and the discovery methods.\n";
+	"Ruby lives in, where its struct layout came from (the DWARF of which file, or\n"
+	"the compiled table of which version), the VM and symbol table addresses and\n"
+	"the discovery methods.\n";
 
 int cmd_inspect(int argc, char **argv)
 {
@@ -25,6 +28,7 @@ int cmd_inspect(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "core", required_argument, NULL, 'c' },
 		{ "force-version", required_argument, NULL, 'F' },
+		{ "layout", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -48,7 +52,7 @@ int cmd_inspect(int argc, char **argv)
 	if (cli_target_check("inspect", argc, argv, &o))
 		return EXIT_USAGE;
 	vo.force_version = o.force_version;
-	err = cli_open_vm(o.pid, o.core, NULL, &vo, &subj, &t, &vm);
+	err = cli_open_vm(o.pid, o.core, NULL, o.layout, &vo, &subj, &t, &vm);
 	if (t && o.core)
 		printf("target:          core file %s (pid %d)\n", o.core, (int)t->pid);
 	else if (t)
@@ -58,7 +62,13 @@ int cmd_inspect(int argc, char **argv)
 	if (err)
 		return cli_fail(err, &subj);
 	const struct rbp_vm_info *in = rbp_vm_info(vm);
-	printf("layout:          %s\n", in->layout_version);
+	if (!strcmp(in->layout_source, "dwarf"))
+		printf("layout:          dwarf: %s (Ruby %s; %zu compile units read in %.1f ms)\n",
+		       in->layout_path, in->layout_version, in->layout_units, in->layout_ms);
+	else
+		printf("layout:          table: %s\n", in->layout_version);
+	if (*in->layout_note)
+		printf("layout note:     %s\n", in->layout_note);
 	printf("ruby lives in:   %s (load bias 0x%llx)\n", in->ruby_path,
 	       (unsigned long long)in->ruby_bias);
 	printf("debug info:      %s\n", *in->debug_path ? in->debug_path : "(none used)");

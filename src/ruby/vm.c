@@ -16,6 +16,7 @@ int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 		return RBP_ENOMEM;
 	vm->t = t;
 	vm->info.vm_method = vm->info.symbols_method = vm->info.debug_path = "";
+	vm->info.layout_source = vm->info.layout_path = vm->info.layout_note = "";
 	err = rv_discover(vm, opts);
 	if (opts)
 		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));

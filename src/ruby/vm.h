@@ -32,8 +32,19 @@ struct rbp_vm;
 #define RBP_DISCOVER_CODE 2     /* decode the load in ruby_vm_at_exit() */
 #define RBP_DISCOVER_SCAN 4     /* scan Ruby's writable segments */
 
+/* Where the layout comes from, for rbp_vm_opts.layout. */
+enum rbp_layout_mode {
+	RBP_LAYOUT_AUTO = 0,   /* the Ruby file's DWARF when it has it, else the table */
+	RBP_LAYOUT_TABLE,      /* the compiled table only (debugging) */
+	RBP_LAYOUT_DWARF,      /* DWARF only: fail (RBP_ENODWARF) without it */
+};
+
 struct rbp_vm_opts {
-	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says */
+	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says
+				     * (a table; implies RBP_LAYOUT_TABLE under AUTO) */
+	enum rbp_layout_mode layout;
+	const char *test_version;   /* tests only: take the binary's version to be this
+				     * ("9.9.0": a version without a table) */
 	unsigned discovery;         /* RBP_DISCOVER_* allowed; 0 means all */
 	char found_version[32];     /* out: the version the binary reports, once read
 				     * (set even when attach fails with RBP_EVERSION) */
@@ -42,7 +53,14 @@ struct rbp_vm_opts {
 /* How the VM and the symbol table were found: for `inspect` and bug reports. */
 struct rbp_vm_info {
 	const char *version;        /* "3.1.2" as the binary reports it */
-	const char *layout_version; /* the layout table entry in use */
+	const char *layout_version; /* the layout table entry in use; with a DWARF layout,
+				     * the version the binary reports */
+	const char *layout_source;  /* "dwarf" or "table" */
+	const char *layout_path;    /* "dwarf": the file whose DWARF gave it; else "" */
+	const char *layout_note;    /* why not DWARF, or which constants came from a
+				     * table; "" when nothing to say */
+	double layout_ms;           /* time spent reading the DWARF (0 when not read) */
+	size_t layout_units;        /* compile units it visited */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */
 	const char *debug_path;     /* split debug info used for symbols, "" none */
