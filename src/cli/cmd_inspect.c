@@ -10,17 +10,39 @@
 #include "cli/cli.h"
 #include "proc/target.h"
 #include "ruby/gc.h"
+#include "ruby/layout.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 
 static const char inspect_usage[] =
 	"usage: rbpeek inspect (--pid PID | --core FILE) [--force-version X.Y.Z]\n"
-	"                      [--layout auto|dwarf|table]\n"
+	"                      [--layout auto|dwarf|table] [--fields]\n"
 	"\n"
 	"Print what rbpeek finds in a Ruby process and how: the Ruby version, the file\n"
 	"Ruby lives in, where its struct layout came from (the DWARF of which file, or\n"
 	"the compiled table of which version), the VM and symbol table addresses and\n"
-	"the discovery methods.\n";
+	"the discovery methods.\n"
+	"\n"
+	"      --layout SOURCE   where Ruby's struct offsets come from: auto (its DWARF\n"
+	"                        when present, else the compiled table), dwarf or table\n"
+	"      --fields          also print every field of the layout, one per line\n"
+	"                        (\"name value\", \"(table)\" after a constant a DWARF\n"
+	"                        layout took from a table)\n";
+
+/* Every field of the layout in use, "name value", for comparing two sources. */
+static void print_fields(const struct rbp_vm *vm)
+{
+	const uint8_t *from_table;
+	const struct rbp_layout *L = rbp_vm_layout(vm, &from_table);
+	char buf[96];
+
+	printf("fields:\n");
+	for (size_t i = 0; i < rbp_layout_n_fields; i++) {
+		rbp_layout_field_str(L, &rbp_layout_fields[i], buf, sizeof(buf));
+		printf("  %-32s %s%s\n", rbp_layout_fields[i].name, buf,
+		       from_table[i] ? " (table)" : "");
+	}
+}
 
 int cmd_inspect(int argc, char **argv)
 {
@@ -29,6 +51,7 @@ int cmd_inspect(int argc, char **argv)
 		{ "core", required_argument, NULL, 'c' },
 		{ "force-version", required_argument, NULL, 'F' },
 		{ "layout", required_argument, NULL, 'L' },
+		{ "fields", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -38,13 +61,17 @@ int cmd_inspect(int argc, char **argv)
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
 	struct rbp_stacks s = { 0 };
-	int c, err;
+	int c, err, fields = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:h", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(inspect_usage, stdout);
 			return 0;
+		}
+		if (c == 'f') {
+			fields = 1;
+			continue;
 		}
 		if (cli_other_opt("inspect", c, argv, &o))
 			return EXIT_USAGE;
@@ -97,6 +124,8 @@ int cmd_inspect(int argc, char **argv)
 		printf("threads:         unreadable (%s)\n", rbp_strerror(err));
 	}
 	rbp_stacks_free(&s);
+	if (fields)
+		print_fields(vm);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	return 0;

@@ -50,6 +50,7 @@ struct rbp_vm {
 	const char *ruby_file;          /* that file as opened here (through the target's root) */
 	struct rbp_layout dwarf_layout; /* L points here when the layout came from DWARF */
 	char layout_note[640];          /* info.layout_note */
+	uint8_t layout_from_table[256]; /* DWARF layout: fields taken from a table */
 	char version[32];
 
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */

@@ -473,6 +473,8 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 	int err;
 
 	memset(rep, 0, sizeof(*rep));
+	if (rbp_layout_n_fields > RBP_LAYOUT_MAX_FIELDS)
+		return RBP_EINVAL;
 	*out = *consts;
 	out->version = out->last = version;
 	if (parse_minor(version, &out->major, &out->minor))
@@ -499,6 +501,7 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 		if (c.set[i] || !strcmp(name, "major") || !strcmp(name, "minor"))
 			continue;
 		rep->n_from_table++;
+		rep->from_table_map[i] = 1;
 		int w = snprintf(rep->from_table + n, sizeof(rep->from_table) - n, "%s%s",
 				 n ? ", " : "", name);
 		if (w > 0 && (size_t)w < sizeof(rep->from_table) - n)

@@ -21,14 +21,18 @@
 #define RBP_RUBY_LAYOUT_DWARF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "proc/dwarf.h"
 #include "ruby/layout.h"
+
+#define RBP_LAYOUT_MAX_FIELDS 256   /* >= rbp_layout_n_fields */
 
 struct rbp_layout_dwarf_report {
 	size_t units_read;        /* compile units visited */
 	size_t n_from_table;      /* fields taken from the table, not the DWARF */
 	char from_table[512];     /* their names, comma-separated (truncated) */
+	uint8_t from_table_map[RBP_LAYOUT_MAX_FIELDS]; /* per rbp_layout_fields[] index */
 	char missing[128];        /* on RBP_ENOSYM: "rb_thread_t.ec", the first thing missing */
 };
 

@@ -91,6 +91,7 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 			continue;
 		}
 		vm->info.layout_path = rbp_strpool_intern0(&vm->pool, path);
+		memcpy(vm->layout_from_table, rep.from_table_map, sizeof(vm->layout_from_table));
 		if (rep.n_from_table)
 			snprintf(vm->layout_note, sizeof(vm->layout_note),
 				 "%zu constants not in the DWARF, from the %s table: %s",

@@ -58,6 +58,13 @@ const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm)
 	return &vm->info;
 }
 
+const struct rbp_layout *rbp_vm_layout(const struct rbp_vm *vm, const uint8_t **from_table)
+{
+	if (from_table)
+		*from_table = vm->layout_from_table;
+	return vm->L;
+}
+
 void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out)
 {
 	*out = vm->stats;

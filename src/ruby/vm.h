@@ -72,6 +72,13 @@ struct rbp_vm_info {
 
 int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 		  struct rbp_vm **out);
+/*
+ * The struct layout in use (ruby/layout.h).  *from_table, when not NULL,
+ * gets per rbp_layout_fields[] index 1 for a field a DWARF layout took from
+ * a table (a constant the DWARF lacks); all 0 for a table layout.
+ */
+struct rbp_layout;
+const struct rbp_layout *rbp_vm_layout(const struct rbp_vm *vm, const uint8_t **from_table);
 void rbp_vm_free(struct rbp_vm *vm);
 const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm);
 

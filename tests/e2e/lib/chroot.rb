@@ -346,9 +346,10 @@ module Chroots
   # stack (root first, "label (path:line)" frames) is there about 100 times
   # (at 100 Hz; identical stacks of several threads merge into one line),
   # and next to nothing else.  Returns [problems, note].
-  def record_problems(target, spec)
+  # flags: more options for record (e.g. ["--layout", "dwarf"])
+  def record_problems(target, spec, flags: [])
     cache = File.join(E2E::OUT, "xdg.#{$$}") # where record leaves its raw file
-    res = E2E.rbpeek("record", "--pid", target.pid, "-d", 1, "-f", "collapsed", "-o", "-", "--silent",
+    res = E2E.rbpeek("record", "--pid", target.pid, "-d", 1, "-f", "collapsed", "-o", "-", "--silent", *flags,
                      timeout: 15, env: { "XDG_CACHE_HOME" => cache })
     FileUtils.rm_rf(cache)
     return [["rbpeek record #{res.describe}"], nil] unless res.status&.zero?

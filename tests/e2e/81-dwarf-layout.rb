@@ -1,0 +1,168 @@
+# frozen_string_literal: true
+#
+# 81-dwarf-layout.rb - layouts read from a Ruby's own DWARF at run time.
+# Every Ruby found where version managers install them (/opt/rubies/*,
+# ~/.rubies/*, ~/.rbenv/versions/*, mise, asdf) and in RBPEEK_TEST_RUBIES
+# (colon-separated prefixes or bin/ruby paths) whose libruby (or ruby,
+# when linked statically) carries DWARF is tested; a Ruby without it is
+# skipped with the reason.  For each, with the test names prefixed
+# "dwarf-X.Y.Z/":
+#   oracle/NAME         the expectation holds on that Ruby (its own
+#                       Thread#backtrace_locations)
+#   inspect             `rbpeek inspect` says the layout came from the DWARF
+#                       of that file
+#   table-agrees        when rbpeek has a table for the version, every field
+#                       of the DWARF layout equals the table's, field by
+#                       field (`inspect --fields`); a difference fails with
+#                       the field's name
+#   snapshot/NAME       snapshot --layout dwarf is exact for every target
+#   record/threads      record --layout dwarf holds every thread's stack
+#   no-table/NAME       with the version faked to one no table knows
+#                       (RBPEEK_TEST_VERSION=9.9.0), the layout still comes
+#                       from DWARF and snapshots are exact
+require_relative "lib/chroot"
+include E2E
+
+FAKE = "9.9.0"
+PER_TARGET = %w[oracle snapshot no-table].freeze
+
+def names_for(pre)
+  (TARGET_NAMES.flat_map { |n| PER_TARGET.map { |k| "#{k}/#{n}" } } +
+   %w[inspect table-agrees record/threads]).map { |n| "#{pre}/#{n}" }
+end
+
+# bin/ruby of every Ruby a developer may have installed, and of RBPEEK_TEST_RUBIES.
+def candidate_rubies
+  home = Dir.home
+  globs = ["/opt/rubies/*", "#{home}/.rubies/*", "#{home}/.rbenv/versions/*",
+           "#{home}/.local/share/mise/installs/ruby/*", "#{home}/.asdf/installs/ruby/*"]
+  entries = globs.flat_map { |g| Dir.glob(g).sort } + ENV.fetch("RBPEEK_TEST_RUBIES", "").split(":").reject(&:empty?)
+  entries.map { |e| File.directory?(e) ? File.join(e, "bin", "ruby") : e }.uniq
+end
+
+# [version, the file Ruby lives in] of a bin/ruby, or raises.
+def ruby_facts(bin)
+  r = run([bin, "-e", 'c = RbConfig::CONFIG; lib = File.join(c["libdir"], c["LIBRUBY_SO"]); ' \
+                      'print RUBY_VERSION, " ", (c["ENABLE_SHARED"] == "yes" ? lib : RbConfig.ruby)'], timeout: 30)
+  raise "#{bin} #{r.describe}" unless r.status&.zero?
+
+  r.stdout.split(" ", 2)
+end
+
+def has_dwarf?(file)
+  r = run(["readelf", "-S", "-W", file], timeout: 30)
+  r.status&.zero? && r.stdout.include?(" .debug_info ")
+end
+
+# {"name" => "value"} of `rbpeek inspect --fields`, and the fields marked (table).
+def fields_of(pid, layout)
+  res = rbpeek("inspect", "--pid", pid, "--fields", "--layout", layout)
+  raise "rbpeek inspect --layout #{layout} #{res.describe}" unless res.status&.zero?
+
+  fields = {}
+  from_table = []
+  res.stdout.dup.force_encoding("UTF-8").split(/^fields:\n/, 2).last.to_s.each_line do |l|
+    name, value, mark = l.strip.split(" ", 3)
+    fields[name] = value
+    from_table << name if mark == "(table)"
+  end
+  [fields, from_table, res.stdout]
+end
+
+exit 0 if skip_without_rbpeek(names_for("dwarf"))
+
+found = 0
+candidate_rubies.each do |bin|
+  unless File.executable?(bin)
+    skip("dwarf-#{bin}", "#{bin} is not an executable")
+    next
+  end
+  version, file = ruby_facts(bin)
+  pre = "dwarf-#{version}"
+  unless File.file?(file) && has_dwarf?(file)
+    names_for(pre).each { |n| skip(n, "#{file} has no DWARF (.debug_info)") }
+    next
+  end
+  found += 1
+
+  TARGET_NAMES.each do |name|
+    spec = expectation(name, version)
+    with_target(name, oracle: true, ruby: bin) do |t|
+      test("#{pre}/oracle/#{name}") do
+        report("#{pre}/oracle/#{name}", Expect.oracle_diffs(t.oracle, spec),
+               "#{spec.sum { |s| s.frames.size }} frames")
+      end
+
+      test("#{pre}/snapshot/#{name}") do
+        problems, = settle do
+          snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", "--layout", "dwarf"))
+          Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: version)
+        rescue RuntimeError => e
+          [e.message]
+        end
+        report("#{pre}/snapshot/#{name}", problems, "layout from the DWARF of #{file}")
+      end
+
+      test("#{pre}/no-table/#{name}") do
+        env = { "RBPEEK_TEST_VERSION" => FAKE }
+        res = rbpeek("inspect", "--pid", t.pid, env: env)
+        out = res.stdout.dup.force_encoding("UTF-8")
+        problems = []
+        problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
+        unless out.match?(/^layout:\s+dwarf: #{Regexp.escape(file)} \(Ruby #{Regexp.escape(FAKE)};/)
+          problems << "inspect does not say the layout came from DWARF: #{out[/^layout.*$/].inspect}"
+        end
+        if problems.empty?
+          problems, = settle do
+            snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", env: env))
+            Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: FAKE)
+          rescue RuntimeError => e
+            [e.message]
+          end
+        end
+        report("#{pre}/no-table/#{name}", problems, "version faked to #{FAKE}: no table, DWARF alone")
+      end
+
+      if name == "threads"
+        test("#{pre}/record/threads") do
+          problems, note = Chroots.record_problems(t, spec, flags: %w[--layout dwarf])
+          report("#{pre}/record/threads", problems, note)
+        end
+      end
+
+      next unless name == "nested"
+
+      test("#{pre}/inspect") do
+        res = rbpeek("inspect", "--pid", t.pid)
+        out = res.stdout.dup.force_encoding("UTF-8")
+        line = out[/^layout:.*$/]
+        problems = []
+        problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
+        problems << "layout line #{line.inspect}, expected \"layout: dwarf: #{file} ...\"" unless line&.start_with?("layout:          dwarf: #{file} ")
+        report("#{pre}/inspect", problems, line.to_s.sub(/\Alayout:\s+/, ""))
+      end
+
+      test("#{pre}/table-agrees") do
+        tab = rbpeek("inspect", "--pid", t.pid, "--layout", "table")
+        next skip("#{pre}/table-agrees", "rbpeek has no table for Ruby #{version}") unless tab.status&.zero?
+
+        dwarf, from_table, = fields_of(t.pid, "dwarf")
+        table, = fields_of(t.pid, "table")
+        problems = []
+        problems << "no fields listed" if dwarf.empty? || dwarf.keys != table.keys
+        compared = dwarf.keys - from_table
+        compared.each do |f|
+          problems << "#{f}: DWARF #{dwarf[f]}, table #{table[f]}" if dwarf[f] != table[f]
+        end
+        table_line = tab.stdout[/^layout:.*$/].to_s.sub(/\Alayout:\s+/, "")
+        report("#{pre}/table-agrees", problems,
+               "#{compared.size} fields equal to the #{table_line} (#{from_table.size} constants not in " \
+               "the DWARF: #{from_table.join(', ')})")
+      end
+    end
+  end
+rescue StandardError, Timeout::Error => e
+  fail("dwarf-#{bin}", "#{e.class}: #{e.message} (#{e.backtrace&.first})")
+end
+skip("dwarf/any", "no Ruby with DWARF in /opt/rubies, ~/.rubies, ~/.rbenv, mise, asdf or RBPEEK_TEST_RUBIES") if found.zero?
+finish
