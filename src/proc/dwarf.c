@@ -222,8 +222,18 @@ static int hint_rank(const char *name, const char *const *hints, size_t n)
 	return -1;
 }
 
+/* Required types still missing. */
+static size_t required_missing(const struct rbp_dwarf *d, size_t n_required)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < n_required && i < d->n_types; i++)
+		n += !d->type_found[i];
+	return n;
+}
+
 int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_types,
-		    const char *const *consts, size_t n_consts,
+		    size_t n_required, const char *const *consts, size_t n_consts,
 		    const char *const *hint_cus, size_t n_hints, size_t *units_read)
 {
 	size_t tmiss = n_types, cmiss = n_consts, visited = 0;
@@ -245,9 +255,17 @@ int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_type
 	/*
 	 * Pass 0..n_hints-1: the hinted units in the caller's order (one walk
 	 * over the unit headers each, which is cheap: headers only); then one
-	 * pass over every other unit while a type is missing.
+	 * pass over every other unit while a required type is missing.
 	 */
-	for (size_t pass = 0; pass <= n_hints && (tmiss || (pass < n_hints && cmiss)); pass++) {
+	for (size_t pass = 0; pass <= n_hints; pass++) {
+		/*
+		 * No hinted unit at all (types moved to partial units by dwz, or
+		 * unnamed units): every type is looked for everywhere.
+		 */
+		if (pass == n_hints && visited == 0)
+			n_required = n_types;
+		if (pass < n_hints ? !tmiss && !cmiss : !required_missing(d, n_required))
+			break;
 		Dwarf_CU *cu = NULL;
 		Dwarf_Half ver;
 		uint8_t ut;
@@ -260,7 +278,7 @@ int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_type
 				continue;
 			visited++;
 			scan_unit(d, &cudie, pass < n_hints, &tmiss, &cmiss);
-			if (!tmiss && (pass == n_hints || !cmiss))
+			if (pass == n_hints ? !required_missing(d, n_required) : !tmiss && !cmiss)
 				break;
 			if (pass < n_hints)
 				break;   /* one unit per hint: the first of that name */

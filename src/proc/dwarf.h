@@ -9,8 +9,10 @@
  * constants.  So the caller names everything it wants up front
  * (rbp_dwarf_index), and one pass over the top-level entries of the
  * compile units finds them: the units named in a hint list first (where
- * the caller expects them), the rest only while a *type* is still missing
- * (a constant not found in the hinted units is taken as absent).  Children
+ * the caller expects them), the rest only while a *required* type is still
+ * missing (an optional type - one that exists only in some versions - or a
+ * constant not found in the hinted units is taken as absent; when no unit
+ * matches a hint, every type is looked for in every unit).  Children
  * of functions are never visited.  Queries afterwards walk only the found
  * types' own members.
  *
@@ -44,14 +46,15 @@ int rbp_dwarf_debuglink(const char *path, char *name, size_t cap);
 
 /*
  * Find the named types and constants (see the top of this file) in one
- * pass; hint_cus are compile unit names matched by their end ("vm.c"
+ * pass; the first n_required types are required, the others optional;
+ * hint_cus are compile unit names matched by their end ("vm.c"
  * matches "/build/ruby/vm.c" and "vm.c", but not "dmyvm.c").  The arrays
  * and their strings are not copied: they must outlive d's queries.
  * Returns RBP_OK even when some names are missing (queries say which);
  * *units_read, when not NULL, gets the number of compile units visited.
  */
 int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_types,
-		    const char *const *consts, size_t n_consts,
+		    size_t n_required, const char *const *consts, size_t n_consts,
 		    const char *const *hint_cus, size_t n_hints, size_t *units_read);
 
 /* A member found by rbp_dwarf_member(). */

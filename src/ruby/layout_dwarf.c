@@ -12,15 +12,23 @@
 
 #include "util/err.h"
 
-/* Every type the fields below read, as rbp_dwarf names them. */
+/*
+ * Every type the fields below read, as rbp_dwarf names them: first those
+ * every version has, then those of some versions only (looked for in the
+ * hinted compile units only, where they are when they exist).
+ */
 static const char *const want_types[] = {
-	"rb_vm_t", "rb_ractor_t", "rb_thread_t", "struct rb_native_thread",
-	"rb_execution_context_t", "rb_control_frame_t", "rb_iseq_t",
-	"struct rb_iseq_constant_body", "struct iseq_insn_info_entry",
+	"rb_vm_t", "rb_thread_t", "rb_execution_context_t", "rb_control_frame_t",
+	"rb_iseq_t", "struct rb_iseq_constant_body", "struct iseq_insn_info_entry",
 	"rb_method_entry_t", "rb_method_definition_t", "struct RString", "struct RArray",
-	"struct RClass", "struct RClass_and_rb_classext_t", "rb_classext_t", "st_table",
-	"struct st_table_entry", "rb_symbols_t", "struct symbols", "rb_objspace_t",
-	"struct heap_page", "rb_darray_meta_t", "RVALUE",
+	"struct RClass", "rb_classext_t", "st_table", "struct st_table_entry",
+	"rb_objspace_t", "struct heap_page",
+#define N_REQUIRED_TYPES 17
+	"rb_ractor_t",                      /* 3.0+, ractor.c */
+	"struct rb_native_thread",          /* 3.2+, thread.c */
+	"struct RClass_and_rb_classext_t",  /* 3.3+, class.c */
+	"rb_symbols_t", "struct symbols",   /* 2.7+ / before, symbol.c */
+	"rb_darray_meta_t", "RVALUE",       /* 3.4+ / before, gc.c */
 };
 
 /* Every constant; several exist only in some versions (absent is an answer). */
@@ -481,7 +489,8 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 		return RBP_EINVAL;
 	if (!(c.set = calloc(rbp_layout_n_fields, 1)))
 		return RBP_ENOMEM;
-	err = rbp_dwarf_index(d, want_types, N(want_types), want_consts, N(want_consts),
+	err = rbp_dwarf_index(d, want_types, N(want_types), N_REQUIRED_TYPES, want_consts,
+			      N(want_consts),
 			      hint_cus, N(hint_cus), &rep->units_read);
 	if (!err) {
 		fill_objects(&c);

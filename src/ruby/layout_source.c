@@ -14,7 +14,43 @@
 #include "ruby/layout_dwarf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+
+/* One DWARF outcome for a build-id and version (rbp_layout_cache). */
+struct cache_entry {
+	uint8_t id[64];
+	size_t id_len;
+	char version[32];            /* the layout's .version/.last point here */
+	int err;                     /* RBP_OK, or RBP_ENODWARF: none usable */
+	struct rbp_layout layout;
+	uint8_t from_table[256];
+	char *path;                  /* the file whose DWARF gave it (owned) */
+	char note[640];
+	size_t units;
+};
+
+struct rbp_layout_cache {
+	struct cache_entry **v;
+	size_t n, cap;
+};
+
+struct rbp_layout_cache *rbp_layout_cache_new(void)
+{
+	return calloc(1, sizeof(struct rbp_layout_cache));
+}
+
+void rbp_layout_cache_free(struct rbp_layout_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->v[i]->path);
+		free(c->v[i]);
+	}
+	free(c->v);
+	free(c);
+}
 
 /* The candidate files for DWARF, best first, each tried through the target's root. */
 static int next_candidate(struct rbp_vm *vm, int i, char *path, size_t cap)
@@ -105,6 +141,80 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 	return err;
 }
 
+/* The cache entry of this Ruby file and version, or NULL. */
+static struct cache_entry *cache_find(struct rbp_layout_cache *c, const uint8_t *id, size_t len,
+				      const char *version)
+{
+	for (size_t i = 0; c && i < c->n; i++)
+		if (c->v[i]->id_len == len && !memcmp(c->v[i]->id, id, len) &&
+		    !strcmp(c->v[i]->version, version))
+			return c->v[i];
+	return NULL;
+}
+
+/* Remember vm's DWARF outcome err; a failure to remember is not an error. */
+static void cache_put(struct rbp_layout_cache *c, const uint8_t *id, size_t len,
+		      const struct rbp_vm *vm, int err)
+{
+	struct cache_entry *e;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 4;
+		struct cache_entry **v = realloc(c->v, cap * sizeof(*v));
+		if (!v)
+			return;
+		c->v = v;
+		c->cap = cap;
+	}
+	if (!(e = calloc(1, sizeof(*e))))
+		return;
+	memcpy(e->id, id, len);
+	e->id_len = len;
+	snprintf(e->version, sizeof(e->version), "%s", vm->version);
+	e->err = err;
+	e->layout = vm->dwarf_layout;
+	e->layout.version = e->layout.last = e->version;
+	memcpy(e->from_table, vm->layout_from_table, sizeof(e->from_table));
+	memcpy(e->note, vm->layout_note, sizeof(e->note));
+	e->units = vm->info.layout_units;
+	if (!err && !(e->path = strdup(vm->info.layout_path))) {
+		free(e);
+		return;
+	}
+	c->v[c->n++] = e;
+}
+
+/* dwarf_layout(), through opts' cache when there is one and the file has a build-id. */
+static int cached_dwarf_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts,
+			       const struct rbp_layout *consts)
+{
+	struct rbp_layout_cache *c = opts ? opts->layout_cache : NULL;
+	uint8_t id[64];
+	size_t len;
+	struct cache_entry *e;
+	int err;
+
+	if (!c || rbp_elf_build_id(vm->elf, id, sizeof(id), &len) || len > sizeof(id))
+		return dwarf_layout(vm, consts);
+	if ((e = cache_find(c, id, len, vm->version))) {
+		const char *version = rbp_strpool_intern0(&vm->pool, e->version);
+		const char *path = e->path ? rbp_strpool_intern0(&vm->pool, e->path) : "";
+		if (!version || !path)
+			return RBP_ENOMEM;
+		vm->dwarf_layout = e->layout;
+		vm->dwarf_layout.version = vm->dwarf_layout.last = version;
+		memcpy(vm->layout_from_table, e->from_table, sizeof(vm->layout_from_table));
+		memcpy(vm->layout_note, e->note, sizeof(vm->layout_note));
+		vm->info.layout_path = path;
+		vm->info.layout_units = e->units;
+		return e->err;
+	}
+	err = dwarf_layout(vm, consts);
+	if (!err || err == RBP_ENODWARF)
+		cache_put(c, id, len, vm, err);
+	return err;
+}
+
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	enum rbp_layout_mode mode = opts ? opts->layout : RBP_LAYOUT_AUTO;
@@ -122,7 +232,7 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 			consts = rbp_layout_find(rbp_layout_closest(vm->version));
 		if (!consts)
 			consts = &rbp_layouts[0];
-		err = dwarf_layout(vm, consts);
+		err = cached_dwarf_layout(vm, opts, consts);
 		vm->info.layout_note = vm->layout_note;
 		if (!err) {
 			vm->L = &vm->dwarf_layout;

@@ -45,10 +45,24 @@ struct rbp_vm_opts {
 	enum rbp_layout_mode layout;
 	const char *test_version;   /* tests only: take the binary's version to be this
 				     * ("9.9.0": a version without a table) */
+	struct rbp_layout_cache *layout_cache; /* DWARF layouts by build-id, shared by
+				     * attaches to processes running the same
+				     * Ruby; NULL for none; not owned */
 	unsigned discovery;         /* RBP_DISCOVER_* allowed; 0 means all */
 	char found_version[32];     /* out: the version the binary reports, once read
 				     * (set even when attach fails with RBP_EVERSION) */
 };
+
+/*
+ * A cache of layouts read from DWARF, keyed by the Ruby file's build-id
+ * and version: attaching to many processes of one Ruby (--subprocesses,
+ * a young process retried until its VM is up) reads its DWARF once.
+ * Failures are cached too.  Not thread-safe.  rbp_layout_cache_new: NULL
+ * when out of memory.
+ */
+struct rbp_layout_cache;
+struct rbp_layout_cache *rbp_layout_cache_new(void);
+void rbp_layout_cache_free(struct rbp_layout_cache *c);
 
 /* How the VM and the symbol table were found: for `inspect` and bug reports. */
 struct rbp_vm_info {
@@ -59,7 +73,8 @@ struct rbp_vm_info {
 	const char *layout_path;    /* "dwarf": the file whose DWARF gave it; else "" */
 	const char *layout_note;    /* why not DWARF, or which constants came from a
 				     * table; "" when nothing to say */
-	double layout_ms;           /* time spent reading the DWARF (0 when not read) */
+	double layout_ms;           /* time spent reading the DWARF (0 when not read, or
+				     * when the layout came from rbp_vm_opts.layout_cache) */
 	size_t layout_units;        /* compile units it visited */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */

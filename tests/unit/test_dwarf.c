@@ -93,10 +93,13 @@ int main(void)
 		return harness_report();
 
 	TEST("dwarf: one hinted unit finds every type") {
-		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, consts, 4, hints, 1, &units), RBP_OK);
-		/* "struct nope" is missing, so every unit was visited */
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 4, consts, 4, hints, 1, &units), RBP_OK);
+		/* "struct nope" is missing and required, so every unit was visited */
 		CHECK(units > 1);
-		CHECK_EQ_INT(rbp_dwarf_index(d, types, 3, consts, 4, hints, 1, &units), RBP_OK);
+		/* optional: looked for in the hinted unit only */
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 3, consts, 4, hints, 1, &units), RBP_OK);
+		CHECK_EQ_INT(units, 1);
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 3, 3, consts, 4, hints, 1, &units), RBP_OK);
 		CHECK_EQ_INT(units, 1);
 	}
 
