@@ -18,6 +18,7 @@
 
 #define MAX_PATH_DEPTH 8   /* components in a member path */
 #define MAX_ANON_DEPTH 8   /* nested unnamed members followed */
+#define MAX_HINTED 16      /* hinted units whose macros are read */
 
 struct rbp_dwarf {
 	int fd;
@@ -182,6 +183,94 @@ static void scan_consts(struct rbp_dwarf *d, Dwarf_Die *die, int depth, size_t *
 	} while (*missing && dwarf_siblingof(&c, &c) == 0);
 }
 
+/*
+ * An object-like macro whose body is an integer literal ("NAME (-2)",
+ * "NAME 512U"): 0 and *v, else -1.
+ */
+static int macro_literal(const char *def, size_t name_len, int64_t *v)
+{
+	const char *p = def + name_len;
+	int open = 0, neg = 0;
+	char *end;
+
+	if (*p != ' ' && *p != '\t')
+		return -1;   /* function-like, or not this name */
+	while (*p == ' ' || *p == '\t' || *p == '(') {
+		open += *p == '(';
+		p++;
+	}
+	if (*p == '-' || *p == '+') {
+		neg = *p == '-';
+		p++;
+	}
+	if (*p < '0' || *p > '9')
+		return -1;
+	long long x = strtoll(p, &end, 0);
+	p = end;
+	while (*p == 'u' || *p == 'U' || *p == 'l' || *p == 'L')
+		p++;
+	while (*p == ' ' || *p == '\t' || (*p == ')' && open-- > 0))
+		p++;
+	if (*p || open != 0)
+		return -1;
+	*v = neg ? -x : x;
+	return 0;
+}
+
+struct macro_scan {
+	struct rbp_dwarf *d;
+	size_t *missing;
+	int depth;
+};
+
+static int macro_cb(Dwarf_Macro *m, void *arg)
+{
+	struct macro_scan *s = arg;
+	unsigned int op;
+	Dwarf_Attribute a;
+	Dwarf_Word off;
+	const char *def;
+	int64_t v;
+
+	if (dwarf_macro_opcode(m, &op))
+		return DWARF_CB_OK;
+	if (op == DW_MACRO_import) {
+		if (s->depth < 4 && !dwarf_macro_param1(m, &off)) {
+			s->depth++;
+			ptrdiff_t tok = DWARF_GETMACROS_START;
+			while ((tok = dwarf_getmacros_off(s->d->dw, off, macro_cb, s, tok)) > 0 &&
+			       *s->missing)
+				;
+			s->depth--;
+		}
+		return *s->missing ? DWARF_CB_OK : DWARF_CB_ABORT;
+	}
+	if ((op != DW_MACRO_define && op != DW_MACRO_define_strp && op != DW_MACRO_define_strx) ||
+	    dwarf_macro_param(m, 1, &a) || !(def = dwarf_formstring(&a)))
+		return DWARF_CB_OK;
+	for (size_t i = 0; i < s->d->n_consts; i++) {
+		size_t n = strlen(s->d->consts[i]);
+		if (!s->d->const_found[i] && !strncmp(def, s->d->consts[i], n) &&
+		    !macro_literal(def, n, &v)) {
+			s->d->const_val[i] = v;
+			s->d->const_found[i] = 1;
+			(*s->missing)--;
+			break;
+		}
+	}
+	return *s->missing ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* Constants still missing from a unit's macros (-g3 builds keep them). */
+static void scan_macros(struct rbp_dwarf *d, Dwarf_Die *cu, size_t *missing)
+{
+	struct macro_scan s = { d, missing, 0 };
+	ptrdiff_t tok = DWARF_GETMACROS_START;
+
+	while (*missing && (tok = dwarf_getmacros(cu, macro_cb, &s, tok)) > 0)
+		;
+}
+
 /* One compile unit's top-level entries. */
 static void scan_unit(struct rbp_dwarf *d, Dwarf_Die *cu, int want_consts,
 		      size_t *types_missing, size_t *consts_missing)
@@ -236,7 +325,8 @@ int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_type
 		    size_t n_required, const char *const *consts, size_t n_consts,
 		    const char *const *hint_cus, size_t n_hints, size_t *units_read)
 {
-	size_t tmiss = n_types, cmiss = n_consts, visited = 0;
+	size_t tmiss = n_types, cmiss = n_consts, visited = 0, n_hinted = 0;
+	Dwarf_Die hinted[MAX_HINTED];
 
 	free(d->type_die);
 	free(d->type_found);
@@ -264,6 +354,13 @@ int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_type
 		 */
 		if (pass == n_hints && visited == 0)
 			n_required = n_types;
+		/*
+		 * Constants not among the hinted units' entries: their macros
+		 * (-g3), in hint order; after the entries, so that an enumerator
+		 * of the same name wins.
+		 */
+		for (size_t i = 0; pass == n_hints && i < n_hinted && cmiss; i++)
+			scan_macros(d, &hinted[i], &cmiss);
 		if (pass < n_hints ? !tmiss && !cmiss : !required_missing(d, n_required))
 			break;
 		Dwarf_CU *cu = NULL;
@@ -278,6 +375,8 @@ int rbp_dwarf_index(struct rbp_dwarf *d, const char *const *types, size_t n_type
 				continue;
 			visited++;
 			scan_unit(d, &cudie, pass < n_hints, &tmiss, &cmiss);
+			if (pass < n_hints && n_hinted < MAX_HINTED)
+				hinted[n_hinted++] = cudie;
 			if (pass == n_hints ? !required_missing(d, n_required) : !tmiss && !cmiss)
 				break;
 			if (pass < n_hints)

@@ -23,6 +23,11 @@
 
 enum fx_color { FX_RED = 3, FX_BLUE = -2, FX_BIG = 0x7fff0001 };
 enum fx_small { FX_S0, FX_S7 = 7 };
+/* built with -g3 (Makefile): macros are in .debug_macro */
+#define FX_MACRO_NEG (-2)
+#define FX_MACRO_UNIT 512U
+#define FX_MACRO_EXPR (1 << 3)
+#define FX_MACRO_FUNC(x) 5
 
 typedef struct fx_inner {
 	int a;
@@ -73,7 +78,11 @@ static void set_bits(const unsigned char *b, size_t n, uint32_t *first, uint32_t
 }
 
 static const char *const types[] = { "fx_outer_t", "struct fx_inner", "fx_inner_t", "struct nope" };
-static const char *const consts[] = { "FX_RED", "FX_BLUE", "FX_BIG", "FX_MISSING" };
+static const char *const consts[] = {
+	"FX_RED", "FX_BLUE", "FX_BIG", "FX_MISSING", "FX_MACRO_NEG", "FX_MACRO_UNIT",
+	"FX_MACRO_EXPR", "FX_MACRO_FUNC",
+};
+#define N_CONSTS (sizeof(consts) / sizeof(consts[0]))
 static const char *const hints[] = { "test_dwarf.c" };
 
 int main(void)
@@ -93,13 +102,13 @@ int main(void)
 		return harness_report();
 
 	TEST("dwarf: one hinted unit finds every type") {
-		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 4, consts, 4, hints, 1, &units), RBP_OK);
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 4, consts, N_CONSTS, hints, 1, &units), RBP_OK);
 		/* "struct nope" is missing and required, so every unit was visited */
 		CHECK(units > 1);
 		/* optional: looked for in the hinted unit only */
-		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 3, consts, 4, hints, 1, &units), RBP_OK);
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 4, 3, consts, N_CONSTS, hints, 1, &units), RBP_OK);
 		CHECK_EQ_INT(units, 1);
-		CHECK_EQ_INT(rbp_dwarf_index(d, types, 3, 3, consts, 4, hints, 1, &units), RBP_OK);
+		CHECK_EQ_INT(rbp_dwarf_index(d, types, 3, 3, consts, N_CONSTS, hints, 1, &units), RBP_OK);
 		CHECK_EQ_INT(units, 1);
 	}
 
@@ -168,6 +177,15 @@ int main(void)
 		CHECK(!rbp_dwarf_const(d, "FX_BLUE", &v) && v == FX_BLUE);
 		CHECK(!rbp_dwarf_const(d, "FX_BIG", &v) && v == FX_BIG);
 		CHECK_EQ_INT(rbp_dwarf_const(d, "FX_MISSING", &v), RBP_ENOSYM);
+	}
+
+	TEST("dwarf: macros whose body is an integer literal") {
+		CHECK(!rbp_dwarf_const(d, "FX_MACRO_NEG", &v) && v == FX_MACRO_NEG);
+		CHECK(!rbp_dwarf_const(d, "FX_MACRO_UNIT", &v) && v == FX_MACRO_UNIT);
+		/* an expression or a function-like macro is not evaluated */
+		CHECK_EQ_INT(rbp_dwarf_const(d, "FX_MACRO_EXPR", &v), RBP_ENOSYM);
+		CHECK_EQ_INT(rbp_dwarf_const(d, "FX_MACRO_FUNC", &v), RBP_ENOSYM);
+		CHECK(FX_MACRO_EXPR == 8 && FX_MACRO_FUNC(0) == 5);
 	}
 
 	TEST("dwarf: what is not there") {
