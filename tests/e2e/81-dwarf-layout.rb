@@ -20,6 +20,12 @@
 #   no-table/NAME       with the version faked to one no table knows
 #                       (RBPEEK_TEST_VERSION=9.9.0), the layout still comes
 #                       from DWARF and snapshots are exact
+#   debuglink/nested    libruby split the way distributions do it (objcopy
+#                       --only-keep-debug, then stripped of DWARF with a
+#                       .gnu_debuglink to the .debug file next to it), loaded
+#                       through LD_LIBRARY_PATH: the layout comes from the
+#                       .debug file and the snapshot is exact
+require "tmpdir"
 require_relative "lib/chroot"
 include E2E
 
@@ -28,7 +34,54 @@ PER_TARGET = %w[oracle snapshot no-table].freeze
 
 def names_for(pre)
   (TARGET_NAMES.flat_map { |n| PER_TARGET.map { |k| "#{k}/#{n}" } } +
-   %w[inspect table-agrees record/threads]).map { |n| "#{pre}/#{n}" }
+   %w[inspect table-agrees record/threads debuglink/nested]).map { |n| "#{pre}/#{n}" }
+end
+
+# A copy of libruby in a new directory, split: DWARF in NAME.debug next to
+# NAME, which has none and a .gnu_debuglink to it.  Returns [dir, debug file].
+def split_libruby(lib)
+  dir = Dir.mktmpdir("rbpeek-debuglink", OUT)
+  copy = File.join(dir, File.basename(lib))
+  debug = "#{copy}.debug"
+  [["objcopy", "--only-keep-debug", lib, debug],
+   ["objcopy", "--strip-debug", "--add-gnu-debuglink=#{debug}", lib, copy]].each do |cmd|
+    r = run(cmd, timeout: 60)
+    raise "#{cmd.join(' ')} #{r.describe}" unless r.status&.zero?
+  end
+  # the names the dynamic linker looks for (libruby.so.3.3)
+  soname = run(["objdump", "-p", copy], timeout: 30).stdout[/SONAME\s+(\S+)/, 1]
+  File.symlink(File.basename(copy), File.join(dir, soname)) if soname && soname != File.basename(copy)
+  [dir, debug]
+end
+
+def debuglink_test(pre, bin, file, version)
+  name = "#{pre}/debuglink/nested"
+  return skip(name, "#{file} is a static ruby, not a shared libruby") unless File.basename(file).start_with?("libruby")
+  return skip(name, "needs objcopy and objdump (binutils)") unless system("command -v objcopy objdump >/dev/null 2>&1")
+
+  dir, debug = split_libruby(file)
+  spec = expectation("nested", version)
+  with_target("nested", ruby: bin, env: { "LD_LIBRARY_PATH" => dir }) do |t|
+    maps = File.read("/proc/#{t.pid}/maps")
+    next fail(name, "the target did not load the split copy from #{dir}") unless maps.include?(dir)
+
+    res = rbpeek("inspect", "--pid", t.pid)
+    line = res.stdout.dup.force_encoding("UTF-8")[/^layout:.*$/].to_s
+    problems = []
+    problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
+    problems << "layout line #{line.inspect}, expected the DWARF of #{debug}" unless line.start_with?("layout:          dwarf: #{debug} ")
+    if problems.empty?
+      problems, = settle do
+        snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", "--layout", "dwarf"))
+        Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: version)
+      rescue RuntimeError => e
+        [e.message]
+      end
+    end
+    report(name, problems, "layout from #{debug} by .gnu_debuglink")
+  end
+ensure
+  FileUtils.rm_rf(dir) if dir
 end
 
 # bin/ruby of every Ruby a developer may have installed, and of RBPEEK_TEST_RUBIES.
@@ -131,6 +184,8 @@ candidate_rubies.each do |bin|
       end
 
       next unless name == "nested"
+
+      debuglink_test(pre, bin, file, version)
 
       test("#{pre}/inspect") do
         res = rbpeek("inspect", "--pid", t.pid)
