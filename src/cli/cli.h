@@ -52,6 +52,8 @@ struct rbp_vm_opts;
  * -1 when it is none of them.
  */
 int cli_parse_layout(const char *s);
+/* Take a --layout value into *layout; the usage error (EXIT_USAGE) when bad. */
+int cli_layout_opt(const char *cmd, const char *arg, const char **layout);
 /*
  * What the environment and the --layout option (NULL when not given) add
  * to vo: discovery ($RBPEEK_DISCOVERY), the layout source (the option, else

@@ -227,10 +227,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_LAYOUT:
-			if (cli_parse_layout(optarg) < 0)
-				return cli_usage_error("alloc", "--layout '%s': give auto, table or dwarf",
-						       optarg);
-			o->layout = optarg;
+			if (cli_layout_opt("alloc", optarg, &o->layout))
+				return EXIT_USAGE;
 			break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
 		case 'h': print_usage(); exit(0);

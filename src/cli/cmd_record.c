@@ -155,10 +155,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_LAYOUT:
-			if (cli_parse_layout(optarg) < 0)
-				return cli_usage_error("record", "--layout '%s': give auto, table or dwarf",
-						       optarg);
-			o->layout = optarg;
+			if (cli_layout_opt("record", optarg, &o->layout))
+				return EXIT_USAGE;
 			break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;

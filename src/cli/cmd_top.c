@@ -162,10 +162,8 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		case OPT_NATIVE: o->native = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
 		case OPT_LAYOUT:
-			if (cli_parse_layout(optarg) < 0)
-				return cli_usage_error("top", "--layout '%s': give auto, table or dwarf",
-						       optarg);
-			o->layout = optarg;
+			if (cli_layout_opt("top", optarg, &o->layout))
+				return EXIT_USAGE;
 			break;
 		case 'h': fputs(top_usage, stdout); exit(0);
 		default:

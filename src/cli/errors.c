@@ -135,6 +135,14 @@ int cli_parse_layout(const char *s)
 	       !strcmp(s, "dwarf") ? RBP_LAYOUT_DWARF : -1;
 }
 
+int cli_layout_opt(const char *cmd, const char *arg, const char **layout)
+{
+	if (cli_parse_layout(arg) < 0)
+		return cli_usage_error(cmd, "--layout '%s': give auto, table or dwarf", arg);
+	*layout = arg;
+	return 0;
+}
+
 void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 {
 	const char *e = layout ? layout : getenv("RBPEEK_LAYOUT");
@@ -192,11 +200,7 @@ int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o
 	case 'c': o->core = optarg; return 0;
 	case 'S': o->sysroot = optarg; return 0;
 	case 'F': o->force_version = optarg; return 0;
-	case 'L':
-		if (cli_parse_layout(optarg) < 0)
-			return cli_usage_error(cmd, "--layout '%s': give auto, table or dwarf", optarg);
-		o->layout = optarg;
-		return 0;
+	case 'L': return cli_layout_opt(cmd, optarg, &o->layout);
 	}
 	if (c == ':')
 		return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);

@@ -37,6 +37,18 @@ def names_for(pre)
    %w[inspect table-agrees record/threads debuglink/nested]).map { |n| "#{pre}/#{n}" }
 end
 
+# Problems of a snapshot of target t (options flags, environment env)
+# against spec; retried while the stacks settle.
+def snapshot_problems(t, spec, version, flags: [], env: {})
+  problems, = settle do
+    snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", *flags, env: env))
+    Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: version)
+  rescue RuntimeError => e
+    [e.message]
+  end
+  problems
+end
+
 # A copy of libruby in a new directory, split: DWARF in NAME.debug next to
 # NAME, which has none and a .gnu_debuglink to it.  Returns [dir, debug file].
 def split_libruby(lib)
@@ -70,14 +82,7 @@ def debuglink_test(pre, bin, file, version)
     problems = []
     problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
     problems << "layout line #{line.inspect}, expected the DWARF of #{debug}" unless line.start_with?("layout:          dwarf: #{debug} ")
-    if problems.empty?
-      problems, = settle do
-        snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", "--layout", "dwarf"))
-        Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: version)
-      rescue RuntimeError => e
-        [e.message]
-      end
-    end
+    problems = snapshot_problems(t, spec, version, flags: %w[--layout dwarf]) if problems.empty?
     report(name, problems, "layout from #{debug} by .gnu_debuglink")
   end
 ensure
@@ -147,12 +152,7 @@ candidate_rubies.each do |bin|
       end
 
       test("#{pre}/snapshot/#{name}") do
-        problems, = settle do
-          snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", "--layout", "dwarf"))
-          Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: version)
-        rescue RuntimeError => e
-          [e.message]
-        end
+        problems = snapshot_problems(t, spec, version, flags: %w[--layout dwarf])
         report("#{pre}/snapshot/#{name}", problems, "layout from the DWARF of #{file}")
       end
 
@@ -165,14 +165,7 @@ candidate_rubies.each do |bin|
         unless out.match?(/^layout:\s+dwarf: #{Regexp.escape(file)} \(Ruby #{Regexp.escape(FAKE)};/)
           problems << "inspect does not say the layout came from DWARF: #{out[/^layout.*$/].inspect}"
         end
-        if problems.empty?
-          problems, = settle do
-            snap = json_of(rbpeek("snapshot", "--pid", t.pid, "--json", env: env))
-            Expect.snapshot_diffs(snap, spec, mode: :live, pid: t.pid, ruby_version: FAKE)
-          rescue RuntimeError => e
-            [e.message]
-          end
-        end
+        problems = snapshot_problems(t, spec, FAKE, env: env) if problems.empty?
         report("#{pre}/no-table/#{name}", problems, "version faked to #{FAKE}: no table, DWARF alone")
       end
 
