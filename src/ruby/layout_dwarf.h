@@ -11,11 +11,12 @@
  * has `ractor`, rb_thread_t has `nt`, RString has `len`, ...), so a version
  * with no table is read the same way.
  *
- * Ruby keeps a few constants only as preprocessor macros, absent from DWARF
- * (VM_ENV_DATA_INDEX_*, and on some versions ID_ENTRY_UNIT, BASE_SLOT_SIZE,
- * HEAP_PAGE_SIZE, the VM_FRAME_MAGIC_* enum when no code names its type):
- * those come from a table (the nearest version's) and are listed in
- * rbp_layout_dwarf_report.from_table.
+ * Ruby keeps a few constants only as preprocessor macros: those whose body
+ * is an integer literal are read from .debug_macro (-g3 builds, Ruby's
+ * default -ggdb3).  Any constant still missing (a macro that is an
+ * expression such as BASE_SLOT_SIZE on 3.4+, an enumerator of a type no code
+ * uses, a -g build) comes from a table (the nearest version's) and is listed
+ * in rbp_layout_dwarf_report.from_table.
  */
 #ifndef RBP_RUBY_LAYOUT_DWARF_H
 #define RBP_RUBY_LAYOUT_DWARF_H
