@@ -126,7 +126,12 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 			err = RBP_ENODWARF;
 			continue;
 		}
-		vm->info.layout_path = rbp_strpool_intern0(&vm->pool, path);
+		/* shown as the target sees it, like info.ruby_path */
+		size_t rl = strlen(vm->t->root);
+		const char *shown = rl && !strncmp(path, vm->t->root, rl) && path[rl] == '/' ?
+				    path + rl : path;
+		if (!(vm->info.layout_path = rbp_strpool_intern0(&vm->pool, shown)))
+			return RBP_ENOMEM;
 		memcpy(vm->layout_from_table, rep.from_table_map, sizeof(vm->layout_from_table));
 		if (rep.n_from_table)
 			snprintf(vm->layout_note, sizeof(vm->layout_note),

@@ -70,7 +70,8 @@ struct rbp_vm_info {
 	const char *layout_version; /* the layout table entry in use; with a DWARF layout,
 				     * the version the binary reports */
 	const char *layout_source;  /* "dwarf" or "table" */
-	const char *layout_path;    /* "dwarf": the file whose DWARF gave it; else "" */
+	const char *layout_path;    /* "dwarf": the file whose DWARF gave it, as the
+				     * target sees it (like ruby_path); else "" */
 	const char *layout_note;    /* why not DWARF, or which constants came from a
 				     * table; "" when nothing to say */
 	double layout_ms;           /* time spent reading the DWARF (0 when not read, or
