@@ -57,8 +57,8 @@ int cli_layout_opt(const char *cmd, const char *arg, const char **layout);
 /*
  * What the environment and the --layout option (NULL when not given) add
  * to vo: discovery ($RBPEEK_DISCOVERY), the layout source (the option, else
- * $RBPEEK_LAYOUT, else auto) and, for tests, $RBPEEK_TEST_VERSION (attach as
- * if the binary reported that version).
+ * $RBPEEK_LAYOUT, else auto) and, for tests, $RBPEEK_TEST_NO_TABLE=1 (attach
+ * as if rbpeek had no table for the Ruby's version).
  */
 void cli_vm_env(struct rbp_vm_opts *vo, const char *layout);
 /*

@@ -150,8 +150,7 @@ void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 
 	vo->discovery = cli_discovery_env();
 	vo->layout = mode < 0 ? RBP_LAYOUT_AUTO : (enum rbp_layout_mode)mode;
-	if ((e = getenv("RBPEEK_TEST_VERSION")) && *e)
-		vo->test_version = e;
+	vo->test_no_table = (e = getenv("RBPEEK_TEST_NO_TABLE")) && !strcmp(e, "1");
 }
 
 int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layout,

@@ -392,8 +392,6 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 
 	if ((err = find_module(vm)) || (err = read_version(vm)))
 		return err;
-	if (opts && opts->test_version)   /* tests: a version with no table */
-		snprintf(vm->version, sizeof(vm->version), "%s", opts->test_version);
 	/*
 	 * One read of the target's memory before anything else: without the
 	 * right to read it (no CAP_SYS_PTRACE in a container, another user's

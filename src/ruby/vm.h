@@ -43,8 +43,9 @@ struct rbp_vm_opts {
 	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says
 				     * (a table; implies RBP_LAYOUT_TABLE under AUTO) */
 	enum rbp_layout_mode layout;
-	const char *test_version;   /* tests only: take the binary's version to be this
-				     * ("9.9.0": a version without a table) */
+	int test_no_table;          /* tests only: act as if no table matched the
+				     * version (a Ruby newer than rbpeek); constants the
+				     * DWARF lacks then come from another X.Y's table */
 	struct rbp_layout_cache *layout_cache; /* DWARF layouts by build-id, shared by
 				     * attaches to processes running the same
 				     * Ruby; NULL for none; not owned */
