@@ -61,8 +61,8 @@ static const char record_usage[] =
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
-	"      --layout SOURCE    where Ruby's struct offsets come from: auto (its DWARF\n"
-	"                         when present, else the table), dwarf or table\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"formats:\n";

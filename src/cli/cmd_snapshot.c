@@ -42,8 +42,8 @@ static const char snapshot_usage[] =
 	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
 	"                          (JSON: {\"processes\": [...]})\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
-	"      --layout SOURCE    where Ruby's struct offsets come from: auto (its DWARF\n"
-	"                         when present, else the table), dwarf or table\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n";
 
 struct snapshot_opts {
