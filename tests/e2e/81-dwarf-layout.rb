@@ -21,6 +21,9 @@
 #                       (RBPEEK_TEST_NO_TABLE=1: the lookup misses, constants
 #                       the DWARF lacks come from another X.Y's table), the
 #                       layout comes from DWARF alone and snapshots are exact
+#   no-dwarf/nested     on the host's Ruby when it has no DWARF (Debian's):
+#                       inspect says "layout: table" and why, snapshot
+#                       --layout dwarf exits 6 with a one-line error and a hint
 #   debuglink/nested    libruby split the way distributions do it (objcopy
 #                       --only-keep-debug, then stripped of DWARF with a
 #                       .gnu_debuglink to the .debug file next to it), loaded
@@ -139,7 +142,25 @@ def fields_of(pid, layout)
   [fields, from_table, res.stdout]
 end
 
-exit 0 if skip_without_rbpeek(names_for("dwarf"))
+exit 0 if skip_without_rbpeek(names_for("dwarf") + ["no-dwarf/nested"])
+
+test("no-dwarf/nested") do
+  _, file = ruby_facts(RUBY)
+  next skip("no-dwarf/nested", "the host's Ruby (#{file}) has DWARF") if has_dwarf?(file)
+
+  with_target("nested") do |t|
+    res = rbpeek("inspect", "--pid", t.pid)
+    out = res.stdout.dup.force_encoding("UTF-8")
+    problems = []
+    problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
+    problems << "layout line #{out[/^layout:.*$/].inspect}, expected a table" unless out.match?(/^layout:\s+table: \d/)
+    problems << "no \"layout note: no DWARF ...\" line" unless out.match?(/^layout note:\s+no DWARF/)
+    res = rbpeek("snapshot", "--pid", t.pid, "--layout", "dwarf")
+    problems << "snapshot --layout dwarf #{res.describe}, expected exit 6" unless res.status == 6
+    problems << error_format_problem(res) if res.status == 6 && error_format_problem(res)
+    report("no-dwarf/nested", problems, "#{file}: table, and --layout dwarf refused")
+  end
+end
 
 found = 0
 candidate_rubies.each do |bin|
