@@ -33,8 +33,8 @@ printf '%-10s %-8s %12s %12s %10s %7s %6s %6s\n' ruby debuginfo table_cpu_ms dwa
 for r in "$@"; do
 	[ -d "$r" ] && r=$r/bin/ruby
 	[ -x "$r" ] || { echo "$r: not an executable"; continue; }
-	read -r ver file < <("$r" -e 'c = RbConfig::CONFIG; print RUBY_VERSION, " ",
-		(c["ENABLE_SHARED"] == "yes" ? File.join(c["libdir"], c["LIBRUBY_SO"]) : RbConfig.ruby)')
+	read -r ver file < <("$r" -e 'lib = File.read("/proc/self/maps")[%r{/\S*/libruby[^/\s]*\.so\S*}]
+		print RUBY_VERSION, " ", lib || File.readlink("/proc/self/exe")')
 	hex=$(readelf -S -W "$file" 2>/dev/null | awk '$2 == ".debug_info" { print $6 }')
 	if [ -z "$hex" ]; then echo "$ver: $file has no DWARF"; continue; fi
 	dbg=$((16#$hex))   # bytes in the file (compressed when the flags say C)

@@ -113,10 +113,11 @@ def candidate_rubies
   entries.map { |e| File.directory?(e) ? File.join(e, "bin", "ruby") : e }.uniq
 end
 
-# [version, the file Ruby lives in] of a bin/ruby, or raises.
+# [version, the file Ruby lives in] of a bin/ruby, or raises: the libruby it
+# maps, else the executable itself (Ruby linked in statically).
 def ruby_facts(bin)
-  r = run([bin, "-e", 'c = RbConfig::CONFIG; lib = File.join(c["libdir"], c["LIBRUBY_SO"]); ' \
-                      'print RUBY_VERSION, " ", (c["ENABLE_SHARED"] == "yes" ? lib : RbConfig.ruby)'], timeout: 30)
+  r = run([bin, "-e", 'lib = File.read("/proc/self/maps")[%r{/\S*/libruby[^/\s]*\.so\S*}]; ' \
+                      'print RUBY_VERSION, " ", lib || File.readlink("/proc/self/exe")'], timeout: 30)
   raise "#{bin} #{r.describe}" unless r.status&.zero?
 
   r.stdout.split(" ", 2)
