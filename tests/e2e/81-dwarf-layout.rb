@@ -24,6 +24,9 @@
 #   no-dwarf/nested     on the host's Ruby when it has no DWARF (Debian's):
 #                       inspect says "layout: table" and why, snapshot
 #                       --layout dwarf exits 6 with a one-line error and a hint
+#   subprocesses        record --subprocesses of that Ruby forking three
+#                       workers: every worker's stack (their layouts come
+#                       from the process set's cache after the first)
 #   debuglink/nested    libruby split the way distributions do it (objcopy
 #                       --only-keep-debug, then stripped of DWARF with a
 #                       .gnu_debuglink to the .debug file next to it), loaded
@@ -37,7 +40,7 @@ PER_TARGET = %w[oracle snapshot no-table].freeze
 
 def names_for(pre)
   (TARGET_NAMES.flat_map { |n| PER_TARGET.map { |k| "#{k}/#{n}" } } +
-   %w[inspect table-agrees record/threads debuglink/nested]).map { |n| "#{pre}/#{n}" }
+   %w[inspect table-agrees record/threads debuglink/nested subprocesses]).map { |n| "#{pre}/#{n}" }
 end
 
 # The expectation of target NAME on Ruby version: the targets' own paths
@@ -79,6 +82,35 @@ def split_libruby(lib)
   soname = run(["objdump", "-p", copy], timeout: 30).stdout[/SONAME\s+(\S+)/, 1]
   File.symlink(File.basename(copy), File.join(dir, soname)) if soname && soname != File.basename(copy)
   [dir, debug]
+end
+
+WORKERS = <<~RUBY
+  def worker_spin(n) = loop { n.times { |i| i * i } }
+  def parent_wait(pids) = pids.each { |p| Process.wait(p) }
+  pids = 3.times.map { fork { worker_spin(1000) } }
+  parent_wait(pids)
+RUBY
+
+# record --subprocesses: each forked worker shows up with its own stack.
+def subprocesses_test(pre, bin)
+  name = "#{pre}/subprocesses"
+  dir = Dir.mktmpdir("rbpeek-workers", OUT)
+  script = File.join(dir, "workers.rb")
+  File.write(script, WORKERS)
+  res = rbpeek("record", "--subprocesses", "-d", 3, "-f", "collapsed", "-o", "-", "--silent",
+               "--layout", "dwarf", "--", bin, script, timeout: 30, env: { "XDG_CACHE_HOME" => dir })
+  return fail(name, "rbpeek record #{res.describe}") unless res.status&.zero?
+
+  by_pid = Hash.new { |h, k| h[k] = [] }
+  res.stdout.dup.force_encoding("UTF-8").each_line do |l|
+    by_pid[l[/\Aprocess (\d+)/, 1]] << l
+  end
+  workers = by_pid.select { |_, ls| ls.any? { |l| l.include?("Object#worker_spin (#{script}:1)") } }
+  problems = []
+  problems << "#{workers.size} workers with Object#worker_spin stacks, expected 3: #{by_pid.keys.inspect}" if workers.size < 3
+  report(name, problems, "#{workers.size} workers, #{by_pid.size} processes")
+ensure
+  FileUtils.rm_rf(dir) if dir
 end
 
 def debuglink_test(pre, bin, file, version)
@@ -213,6 +245,7 @@ candidate_rubies.each do |bin|
       next unless name == "nested"
 
       debuglink_test(pre, bin, file, version)
+      subprocesses_test(pre, bin)
 
       test("#{pre}/inspect") do
         res = rbpeek("inspect", "--pid", t.pid)
