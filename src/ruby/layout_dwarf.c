@@ -438,17 +438,19 @@ static void fill_gc(struct ctx *c)
 	CONST(gc_mode_sweeping, "gc_mode_sweeping");
 	CONST_OR(gc_mode_compacting, "gc_mode_compacting", 255);   /* 3.2+ */
 	SET(os_pages_sorted, off(c, O, "heap_pages.sorted"));
-	if (has(c, O, "heap_pages.allocated_pages")) {
+	/*
+	 * 3.4+: heap_pages.sorted points at an rb_darray (a struct with the
+	 * elements in `data`), before at the array itself (struct heap_page **).
+	 * 4.0 has allocated_pages too, but the probe reads the darray's length.
+	 */
+	if (!rbp_dwarf_pointee_member(c->d, O, "heap_pages.sorted", "data", &v)) {
+		SET(os_pages_count, -1);
+		SET(darray_len, off(c, "rb_darray_meta_t", "size"));
+		SET(darray_data, v);
+	} else {
 		SET(os_pages_count, off(c, O, "heap_pages.allocated_pages"));
 		SET(darray_len, -1);
 		SET(darray_data, -1);
-	} else {   /* 3.4+: heap_pages.sorted is an rb_darray */
-		SET(os_pages_count, -1);
-		SET(darray_len, off(c, "rb_darray_meta_t", "size"));
-		if (rbp_dwarf_pointee_member(c->d, O, "heap_pages.sorted", "data", &v))
-			fail(c, O, "heap_pages.sorted->data");
-		else
-			SET(darray_data, v);
 	}
 	SET(page_start, off(c, P, "start"));
 	SET(page_total_slots, off(c, P, "total_slots"));
