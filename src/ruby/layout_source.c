@@ -236,6 +236,36 @@ static const struct rbp_layout *other_minor(uint8_t major, uint8_t minor)
 	return best;
 }
 
+/*
+ * Append to the note the fields in which the DWARF layout differs from the
+ * version's table (a build with other options than the release's, such as
+ * -DVM_DEBUG_BP_CHECK=1): the DWARF is right for this build, the table is
+ * not, and a user comparing with another machine wants to know.
+ */
+static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
+{
+	size_t n = strlen(vm->layout_note), diffs = 0;
+
+	for (size_t i = 0; i < rbp_layout_n_fields; i++) {
+		const struct rbp_layout_field *f = &rbp_layout_fields[i];
+		if (vm->layout_from_table[i] || !strcmp(f->name, "major") || !strcmp(f->name, "minor") ||
+		    rbp_layout_field_eq(&vm->dwarf_layout, table, f))
+			continue;
+		int w = snprintf(vm->layout_note + n, sizeof(vm->layout_note) - n, "%s%s",
+				 diffs ? ", " : n ? "; differs from the " : "differs from the ",
+				 diffs ? f->name : "");
+		if (w > 0 && (size_t)w < sizeof(vm->layout_note) - n)
+			n += (size_t)w;
+		if (!diffs) {
+			w = snprintf(vm->layout_note + n, sizeof(vm->layout_note) - n,
+				     "%s table in: %s", table->version, f->name);
+			if (w > 0 && (size_t)w < sizeof(vm->layout_note) - n)
+				n += (size_t)w;
+		}
+		diffs++;
+	}
+}
+
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	enum rbp_layout_mode mode = opts ? opts->layout : RBP_LAYOUT_AUTO;
@@ -264,6 +294,8 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		err = cached_dwarf_layout(vm, opts, consts);
 		vm->info.layout_note = vm->layout_note;
 		if (!err) {
+			if (table)
+				note_differences(vm, table);
 			vm->L = &vm->dwarf_layout;
 			vm->info.layout_source = "dwarf";
 			vm->info.layout_version = vm->L->version;

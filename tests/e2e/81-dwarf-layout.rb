@@ -256,6 +256,8 @@ candidate_rubies.each do |bin|
         problems = []
         problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
         problems << "layout line #{line.inspect}, expected \"layout: dwarf: #{file} ...\"" unless line&.start_with?("layout:          dwarf: #{file} ")
+        note = out[/^layout note:.*differs from the.*$/]
+        problems << note if note
         report("#{pre}/inspect", problems, line.to_s.sub(/\Alayout:\s+/, ""))
       end
 
