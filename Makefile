@@ -171,6 +171,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# test_dwarf reads its own DWARF, macros included (-g3: .debug_macro)
+$(BUILD)/tests/test_dwarf: CFLAGS += -g3
+
 # test_trace_write compiles the tracer's writer from its source (not in $(LIB))
 $(BUILD)/tests/test_trace_write: ext/rbpeek/trace_write.c ext/rbpeek/trace.h ext/rbpeek/ktrace.h
 

@@ -51,13 +51,28 @@ struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
 /*
+ * A --layout value ("auto", "table", "dwarf") as enum rbp_layout_mode;
+ * -1 when it is none of them.
+ */
+int cli_parse_layout(const char *s);
+/* Take a --layout value into *layout; the usage error (EXIT_USAGE) when bad. */
+int cli_layout_opt(const char *cmd, const char *arg, const char **layout);
+/*
+ * What the environment and the --layout option (NULL when not given) add
+ * to vo: discovery ($RBPEEK_DISCOVERY), the layout source (the option, else
+ * $RBPEEK_LAYOUT, else auto) and, for tests, $RBPEEK_TEST_NO_TABLE=1 (attach
+ * as if rbpeek had no table for the Ruby's version).
+ */
+void cli_vm_env(struct rbp_vm_opts *vo, const char *layout);
+/*
  * Open the target (the core file when core is non-NULL, else process pid)
- * and attach to its Ruby VM with vo, whose discovery comes from the
- * environment.  Fills subj for cli_fail().  Returns an RBP_E* code; the
+ * and attach to its Ruby VM with vo, whose discovery and layout source
+ * come from the environment and layout (the --layout option, or NULL).  Fills subj for cli_fail().  Returns an RBP_E* code; the
  * caller frees whatever of *t and *vm is set, on success or failure.
  */
-int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_opts *vo,
-		struct cli_subject *subj, struct rbp_target **t, struct rbp_vm **vm);
+int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layout,
+		struct rbp_vm_opts *vo, struct cli_subject *subj, struct rbp_target **t,
+		struct rbp_vm **vm);
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
 /* Parse a -r rate (an integer, 1 to 100000 per second); 0 on error. */
@@ -65,13 +80,14 @@ unsigned cli_parse_rate(const char *s);
 
 /*
  * The options that name what a one-shot command reads: -p/--pid, -c/--core,
- * --sysroot (long option value 'S') and --force-version ('F').
+ * --sysroot (long option value 'S'), --force-version ('F') and --layout ('L').
  */
 struct cli_target_opts {
 	int pid;
 	const char *core;
 	const char *sysroot;
 	const char *force_version;
+	const char *layout;   /* --layout, validated; NULL when not given */
 };
 /*
  * The default case of a command's getopt_long loop: takes option c (value

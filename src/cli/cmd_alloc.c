@@ -84,6 +84,8 @@ static const char alloc_usage[] =
 	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
 	"                          sites; what happens anyway where eBPF is refused)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"Overhead: every allocation of the target traps into the kernel while rbpeek\n"
@@ -99,6 +101,7 @@ struct alloc_opts {
 	const char *output;
 	const char *format;
 	const char *force_version;
+	const char *layout;       /* --layout, NULL when not given */
 	int silent;
 	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 	int no_bpf;
@@ -176,7 +179,7 @@ static void print_usage(void)
 
 static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 {
-	enum { OPT_SILENT = 256, OPT_FORCE, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
+	enum { OPT_SILENT = 256, OPT_FORCE, OPT_LAYOUT, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -186,6 +189,7 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		{ "format", required_argument, NULL, 'f' },
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "layout", required_argument, NULL, OPT_LAYOUT },
 		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
 		{ "no-raw", no_argument, NULL, OPT_NORAW },
@@ -223,6 +227,10 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case 'f': o->format = optarg; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
+		case OPT_LAYOUT:
+			if (cli_layout_opt("alloc", optarg, &o->layout))
+				return EXIT_USAGE;
+			break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
 		case OPT_RAWFILE:
 			if (cli_raw_file_opt("alloc", optarg, &o->raw))
@@ -831,7 +839,7 @@ static int setup(struct run *r, struct alloc_opts *o, struct cli_subject *subj,
 	struct rbp_uprobe_spec specs[RBP_ALLOC_MAX_PROBES];
 	int err;
 
-	vo.discovery = cli_discovery_env();
+	cli_vm_env(&vo, o->layout);
 	if ((err = rbp_target_open_pid(o->pid, &r->t)) || (err = rbp_vm_attach(r->t, &vo, &r->vm))) {
 		subj->version = vo.found_version;
 		subj->forced = o->force_version;

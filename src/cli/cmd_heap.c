@@ -34,6 +34,8 @@ static const char heap_usage[] =
 	"  -n, --top N             show the N biggest classes (default 20; 0: all)\n"
 	"  -j, --json              print one JSON object instead of text\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n";
 
 struct heap_opts {
@@ -51,6 +53,7 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 		{ "top", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "force-version", required_argument, NULL, 'F' },
+		{ "layout", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -160,7 +163,7 @@ int cmd_heap(int argc, char **argv)
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
 	vo.force_version = o.t.force_version;
-	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, &vo, &subj, &t, &vm);
+	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, o.t.layout, &vo, &subj, &t, &vm);
 	if (!err && (err = rbp_vm_read_heap(vm, &h)) == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "

@@ -10,14 +10,39 @@
 #include "cli/cli.h"
 #include "proc/target.h"
 #include "ruby/gc.h"
+#include "ruby/layout.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 
 static const char inspect_usage[] =
 	"usage: rbpeek inspect (--pid PID | --core FILE) [--force-version X.Y.Z]\n"
+	"                      [--layout auto|dwarf|table] [--fields]\n"
 	"\n"
 	"Print what rbpeek finds in a Ruby process and how: the Ruby version, the file\n"
-	"Ruby lives in, the VM and symbol table addresses and the discovery methods.\n";
+	"Ruby lives in, where its struct layout came from (the DWARF of which file, or\n"
+	"the compiled table of which version), the VM and symbol table addresses and\n"
+	"the discovery methods.\n"
+	"\n"
+	"      --layout SOURCE   where Ruby's struct offsets come from: auto (its DWARF\n"
+	"                        when present, else the compiled table), dwarf or table\n"
+	"      --fields          also print every field of the layout, one per line\n"
+	"                        (\"name value\", \"(table)\" after a constant a DWARF\n"
+	"                        layout took from a table)\n";
+
+/* Every field of the layout in use, "name value", for comparing two sources. */
+static void print_fields(const struct rbp_vm *vm)
+{
+	const uint8_t *from_table;
+	const struct rbp_layout *L = rbp_vm_layout(vm, &from_table);
+	char buf[96];
+
+	printf("fields:\n");
+	for (size_t i = 0; i < rbp_layout_n_fields; i++) {
+		rbp_layout_field_str(L, &rbp_layout_fields[i], buf, sizeof(buf));
+		printf("  %-32s %s%s\n", rbp_layout_fields[i].name, buf,
+		       from_table[i] ? " (table)" : "");
+	}
+}
 
 int cmd_inspect(int argc, char **argv)
 {
@@ -25,6 +50,8 @@ int cmd_inspect(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "core", required_argument, NULL, 'c' },
 		{ "force-version", required_argument, NULL, 'F' },
+		{ "layout", required_argument, NULL, 'L' },
+		{ "fields", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -34,7 +61,7 @@ int cmd_inspect(int argc, char **argv)
 	struct rbp_target *t = NULL;
 	struct rbp_vm *vm = NULL;
 	struct rbp_stacks s = { 0 };
-	int c, err;
+	int c, err, fields = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:h", longopts, NULL)) != -1) {
@@ -42,13 +69,17 @@ int cmd_inspect(int argc, char **argv)
 			fputs(inspect_usage, stdout);
 			return 0;
 		}
+		if (c == 'f') {
+			fields = 1;
+			continue;
+		}
 		if (cli_other_opt("inspect", c, argv, &o))
 			return EXIT_USAGE;
 	}
 	if (cli_target_check("inspect", argc, argv, &o))
 		return EXIT_USAGE;
 	vo.force_version = o.force_version;
-	err = cli_open_vm(o.pid, o.core, NULL, &vo, &subj, &t, &vm);
+	err = cli_open_vm(o.pid, o.core, NULL, o.layout, &vo, &subj, &t, &vm);
 	if (t && o.core)
 		printf("target:          core file %s (pid %d)\n", o.core, (int)t->pid);
 	else if (t)
@@ -58,7 +89,13 @@ int cmd_inspect(int argc, char **argv)
 	if (err)
 		return cli_fail(err, &subj);
 	const struct rbp_vm_info *in = rbp_vm_info(vm);
-	printf("layout:          %s\n", in->layout_version);
+	if (!strcmp(in->layout_source, "dwarf"))
+		printf("layout:          dwarf: %s (Ruby %s; %zu compile units read in %.1f ms)\n",
+		       in->layout_path, in->layout_version, in->layout_units, in->layout_ms);
+	else
+		printf("layout:          table: %s\n", in->layout_version);
+	if (*in->layout_note)
+		printf("layout note:     %s\n", in->layout_note);
 	printf("ruby lives in:   %s (load bias 0x%llx)\n", in->ruby_path,
 	       (unsigned long long)in->ruby_bias);
 	printf("debug info:      %s\n", *in->debug_path ? in->debug_path : "(none used)");
@@ -87,6 +124,8 @@ int cmd_inspect(int argc, char **argv)
 		printf("threads:         unreadable (%s)\n", rbp_strerror(err));
 	}
 	rbp_stacks_free(&s);
+	if (fields)
+		print_fields(vm);
 	rbp_vm_free(vm);
 	rbp_target_close(t);
 	return 0;

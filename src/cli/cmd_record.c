@@ -76,6 +76,8 @@ static const char record_usage[] =
 	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
 	"                          where COMMAND runs as the invoking user)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"With -- COMMAND, once the profile is written rbpeek exits with the program's exit\n"
@@ -94,6 +96,7 @@ struct record_opts {
 	const char *output;
 	const char *format;
 	const char *force_version;
+	const char *layout;       /* --layout, NULL when not given */
 	struct rbp_sampler_opts so;
 	int silent;
 	int no_drop_root;
@@ -113,7 +116,7 @@ static void print_usage(void)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
+	       OPT_LAYOUT, OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
 	       OPT_IDLE, OPT_NOIDLE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -131,6 +134,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "layout", required_argument, NULL, OPT_LAYOUT },
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
@@ -171,6 +175,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
+		case OPT_LAYOUT:
+			if (cli_layout_opt("record", optarg, &o->layout))
+				return EXIT_USAGE;
+			break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
 		case OPT_RAWFILE:
@@ -519,7 +527,7 @@ int cmd_record(int argc, char **argv)
 		return EXIT_USAGE;
 	subj.pid = o.cmd ? (int)child_pid : o.pid;
 	vo.force_version = o.force_version;
-	vo.discovery = cli_discovery_env();
+	cli_vm_env(&vo, o.layout);
 	err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = rbp_target_open_pid(subj.pid, &t);   /* not Ruby itself: its children may be */

@@ -42,6 +42,8 @@ static const char snapshot_usage[] =
 	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
 	"                          with its command line (JSON: {\"processes\": [{\"cmdline\":...}]})\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n";
 
 struct snapshot_opts {
@@ -81,6 +83,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 		{ "nonblocking", no_argument, NULL, 'n' },
 		{ "native", no_argument, NULL, 'N' },
 		{ "force-version", required_argument, NULL, 'F' },
+		{ "layout", required_argument, NULL, 'L' },
 		{ "no-gc", no_argument, NULL, 'G' },
 		{ "subprocesses", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
@@ -312,7 +315,7 @@ int cmd_snapshot(int argc, char **argv)
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
 	vo.force_version = o.t.force_version;
-	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, &vo, &subj, &t, &vm);
+	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, o.t.layout, &vo, &subj, &t, &vm);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)

@@ -54,6 +54,8 @@ static const char top_usage[] =
 	"                          get rows of their own (not with --nonblocking; with\n"
 	"                          --subprocesses, in every process)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
+	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"keys: < > (or arrows) change the sort column, 1-4 pick it; l per line / per function;\n"
@@ -72,6 +74,7 @@ struct top_opts {
 	int nonblocking;
 	int native;
 	const char *force_version;
+	const char *layout;       /* --layout, NULL when not given */
 };
 
 /* What is on screen and how to draw it. */
@@ -106,7 +109,7 @@ static int parse_seconds(const char *s, double *out)
 
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
-	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_FORCE, OPT_NATIVE };
+	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_FORCE, OPT_LAYOUT, OPT_NATIVE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -117,6 +120,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "force-version", required_argument, NULL, OPT_FORCE },
+		{ "layout", required_argument, NULL, OPT_LAYOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -151,6 +155,10 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		case OPT_NONBLOCK: o->nonblocking = 1; break;
 		case OPT_NATIVE: o->native = 1; break;
 		case OPT_FORCE: o->force_version = optarg; break;
+		case OPT_LAYOUT:
+			if (cli_layout_opt("top", optarg, &o->layout))
+				return EXIT_USAGE;
+			break;
 		case 'h': fputs(top_usage, stdout); exit(0);
 		default:
 			return cli_other_opt("top", c, argv, NULL);
@@ -575,7 +583,7 @@ int cmd_top(int argc, char **argv)
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
 	vo.force_version = o.force_version;
-	if ((err = cli_open_vm(o.pid, NULL, NULL, &vo, &subj, &t, &vm))) {
+	if ((err = cli_open_vm(o.pid, NULL, NULL, o.layout, &vo, &subj, &t, &vm))) {
 		rbp_vm_free(vm);
 		rbp_target_close(t);
 		return cli_fail(err, &subj);

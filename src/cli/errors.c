@@ -66,6 +66,13 @@ int cli_fail(int err, const struct cli_subject *s)
 		fputc('\n', stderr);
 		return EXIT_VERSION;
 	}
+	case RBP_ENODWARF:
+		fprintf(stderr, "rbpeek: error: %s: --layout dwarf: %s\n"
+			"hint: use a Ruby built with debug information (-g, the default of "
+			"ruby-build, asdf and the official images) or install its debug symbols; "
+			"'rbpeek inspect' says what was looked for; --layout auto falls back to "
+			"the compiled table\n", who, rbp_strerror(err));
+		return EXIT_VERSION;
 	case RBP_ENOFILE:
 	case RBP_EIO:
 		if (s->core) {
@@ -136,15 +143,40 @@ unsigned cli_discovery_env(void)
 	return m;
 }
 
-int cli_open_vm(int pid, const char *core, const char *sysroot, struct rbp_vm_opts *vo,
-		struct cli_subject *subj, struct rbp_target **t, struct rbp_vm **vm)
+int cli_parse_layout(const char *s)
+{
+	return !strcmp(s, "auto") ? RBP_LAYOUT_AUTO : !strcmp(s, "table") ? RBP_LAYOUT_TABLE :
+	       !strcmp(s, "dwarf") ? RBP_LAYOUT_DWARF : -1;
+}
+
+int cli_layout_opt(const char *cmd, const char *arg, const char **layout)
+{
+	if (cli_parse_layout(arg) < 0)
+		return cli_usage_error(cmd, "--layout '%s': give auto, table or dwarf", arg);
+	*layout = arg;
+	return 0;
+}
+
+void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
+{
+	const char *e = layout ? layout : getenv("RBPEEK_LAYOUT");
+	int mode = e ? cli_parse_layout(e) : RBP_LAYOUT_AUTO;
+
+	vo->discovery = cli_discovery_env();
+	vo->layout = mode < 0 ? RBP_LAYOUT_AUTO : (enum rbp_layout_mode)mode;
+	vo->test_no_table = (e = getenv("RBPEEK_TEST_NO_TABLE")) && !strcmp(e, "1");
+}
+
+int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layout,
+		struct rbp_vm_opts *vo, struct cli_subject *subj, struct rbp_target **t,
+		struct rbp_vm **vm)
 {
 	int err;
 
 	subj->pid = pid;
 	subj->core = core;
 	subj->forced = vo->force_version;
-	vo->discovery = cli_discovery_env();
+	cli_vm_env(vo, layout);
 	err = core ? rbp_target_open_core(core, sysroot, t) : rbp_target_open_pid(pid, t);
 	if (err)
 		return err;
@@ -181,6 +213,7 @@ int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o
 	case 'c': o->core = optarg; return 0;
 	case 'S': o->sysroot = optarg; return 0;
 	case 'F': o->force_version = optarg; return 0;
+	case 'L': return cli_layout_opt(cmd, optarg, &o->layout);
 	}
 	if (c == ':')
 		return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);

@@ -35,6 +35,7 @@ struct desc {
 struct rbp_procset {
 	pid_t root;
 	struct rbp_vm_opts vo;                /* for attaching to descendants */
+	struct rbp_layout_cache *own_cache;   /* vo.layout_cache when made here */
 	struct rbp_procset_member **m;        /* attached processes */
 	size_t n, cap;
 	struct desc *d;                       /* the root and its descendants */
@@ -112,6 +113,11 @@ int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm
 		return RBP_ENOMEM;
 	s->root = t->pid;
 	s->vo = *vo;
+	/* the workers of a server run one Ruby: read its DWARF once */
+	if (!s->vo.layout_cache && !(s->vo.layout_cache = s->own_cache = rbp_layout_cache_new())) {
+		free(s);
+		return RBP_ENOMEM;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if ((vm && add_member(s, t->pid, t, vm, 0)) ||
 	    !(d = add_desc(s, t->pid, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec))) {
@@ -132,6 +138,7 @@ void rbp_procset_free(struct rbp_procset *s)
 	free(s->m);
 	free(s->d);
 	rbp_hmap_clear(&s->seen);
+	rbp_layout_cache_free(s->own_cache);
 	free(s);
 }
 

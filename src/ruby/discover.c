@@ -50,9 +50,11 @@ static int try_module(struct rbp_vm *vm, const struct rbp_mapping *m)
 	 * Through the target's root first (a container's own files); a process
 	 * merely chroot'ed in our mount namespace shows our paths in its maps.
 	 */
-	if ((rbp_target_path(vm->t, m->path, path, sizeof(path)) || rbp_elf_open(path, &elf)) &&
-	    (vm->t->is_core || rbp_elf_open(m->path, &elf)))
-		return RBP_ENOTRUBY;
+	if (rbp_target_path(vm->t, m->path, path, sizeof(path)) || rbp_elf_open(path, &elf)) {
+		if (vm->t->is_core || rbp_elf_open(m->path, &elf))
+			return RBP_ENOTRUBY;
+		snprintf(path, sizeof(path), "%s", m->path);
+	}
 	if (rbp_elf_symbol(elf, "ruby_version", &vaddr, NULL) ||
 	    rbp_elf_load_bias(elf, m->start, m->offset, &bias)) {
 		rbp_elf_close(elf);
@@ -60,6 +62,7 @@ static int try_module(struct rbp_vm *vm, const struct rbp_mapping *m)
 	}
 	vm->elf = elf;
 	vm->info.ruby_path = rbp_strpool_intern0(&vm->pool, m->path);
+	vm->ruby_file = rbp_strpool_intern0(&vm->pool, path);
 	vm->info.ruby_bias = bias;
 	return RBP_OK;
 }
@@ -127,39 +130,54 @@ static int ruby_sym(struct rbp_vm *vm, const char *name, uint64_t *addr)
 }
 
 /*
- * Split debug info, for a stripped Ruby: the file the distribution's -dbg
- * package installs under /usr/lib/debug/.build-id/XX/YYYY.debug, named by
- * the build-id; looked for in the target's root first, then in ours, and
- * used only when its build-id matches.
+ * Split debug info: the file the distribution's -dbg package installs
+ * under /usr/lib/debug/.build-id/XX/YYYY.debug, named by the build-id;
+ * looked for in the target's root first, then in ours, and used only when
+ * its build-id matches.  The path into path; RBP_ENOSYM when none.
  */
-static void open_debug_info(struct rbp_vm *vm)
+int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap)
 {
 	uint8_t id[64], id2[64];
 	size_t len, len2;
-	char rel[200], path[4400];
+	char rel[200];
 	struct rbp_elf *dbg;
 
-	if (rbp_elf_has_symtab(vm->elf) || rbp_elf_build_id(vm->elf, id, sizeof(id), &len) ||
-	    len < 2)
-		return;
+	if (rbp_elf_build_id(vm->elf, id, sizeof(id), &len) || len < 2)
+		return RBP_ENOSYM;
 	int n = snprintf(rel, sizeof(rel), "/usr/lib/debug/.build-id/%02x/", id[0]);
 	for (size_t i = 1; i < len; i++)
 		n += snprintf(rel + n, sizeof(rel) - (size_t)n, "%02x", id[i]);
 	snprintf(rel + n, sizeof(rel) - (size_t)n, ".debug");
 	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 0 ? rbp_target_path(vm->t, rel, path, sizeof(path)) :
-				snprintf(path, sizeof(path), "%s", rel) < 0)
+		if (pass == 0 ? rbp_target_path(vm->t, rel, path, cap) :
+				snprintf(path, cap, "%s", rel) < 0)
 			continue;
 		if (rbp_elf_open(path, &dbg))
 			continue;
-		if (!rbp_elf_build_id(dbg, id2, sizeof(id2), &len2) && len2 == len &&
-		    !memcmp(id, id2, len) && rbp_elf_has_symtab(dbg)) {
-			vm->debug_elf = dbg;
-			vm->info.debug_path = rbp_strpool_intern0(&vm->pool, path);
-			return;
-		}
+		int same = !rbp_elf_build_id(dbg, id2, sizeof(id2), &len2) && len2 == len &&
+			   !memcmp(id, id2, len);
 		rbp_elf_close(dbg);
+		if (same)
+			return RBP_OK;
 	}
+	return RBP_ENOSYM;
+}
+
+/* For a Ruby without .symtab: the symbols of its split debug info. */
+static void open_debug_info(struct rbp_vm *vm)
+{
+	char path[4400];
+	struct rbp_elf *dbg;
+
+	if (rbp_elf_has_symtab(vm->elf) || rv_build_id_file(vm, path, sizeof(path)) ||
+	    rbp_elf_open(path, &dbg))
+		return;
+	if (!rbp_elf_has_symtab(dbg)) {
+		rbp_elf_close(dbg);
+		return;
+	}
+	vm->debug_elf = dbg;
+	vm->info.debug_path = rbp_strpool_intern0(&vm->pool, path);
 }
 
 /* vm -> main thread -> back to vm; a thread count that makes sense. */
@@ -370,7 +388,6 @@ found:
 
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
-	const char *want;
 	int err;
 
 	if ((err = find_module(vm)) || (err = read_version(vm)))
@@ -391,10 +408,8 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	open_debug_info(vm);
 	vm->discovery = opts && opts->discovery ? opts->discovery :
 			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;
-	want = opts && opts->force_version ? opts->force_version : vm->version;
-	if (!(vm->L = rbp_layout_find(want)))
-		return RBP_EVERSION;
-	vm->info.layout_version = vm->L->version;
+	if ((err = rv_pick_layout(vm, opts)))
+		return err;
 	if ((err = find_vm(vm)))
 		return err;
 	/* without the symbol table C frames are unnamed, but stacks still work */

@@ -47,6 +47,10 @@ struct rbp_vm {
 	struct rbp_strpool pool;        /* every string handed out */
 	struct rbp_elf *elf;            /* the file Ruby lives in */
 	struct rbp_elf *debug_elf;      /* its split debug info, when installed */
+	const char *ruby_file;          /* that file as opened here (through the target's root) */
+	struct rbp_layout dwarf_layout; /* L points here when the layout came from DWARF */
+	char layout_note[640];          /* info.layout_note */
+	uint8_t layout_from_table[256]; /* DWARF layout: fields taken from a table */
 	char version[32];
 
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */
@@ -180,5 +184,13 @@ int rv_merge_owners(const char *ruby_path, const struct rbp_frame *r, size_t n_r
 
 /* ---- discovery (discover.c) ---------------------------------------- */
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
+/* The Ruby file's split debug info by build-id (see discover.c); RBP_ENOSYM. */
+int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
+/*
+ * Choose vm->L (layout_source.c): from the Ruby file's DWARF or a table,
+ * as opts->layout says; sets info.layout_*.  RBP_EVERSION when neither
+ * fits, RBP_ENODWARF when DWARF was demanded and is missing or incomplete.
+ */
+int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
 
 #endif

@@ -195,4 +195,28 @@ const char *rbp_layout_closest(const char *version);
 /* Comma-separated list of supported X.Y versions, for error messages. */
 const char *rbp_layout_supported(void);
 
+/*
+ * Every numeric field of struct rbp_layout by name (layout_fields.c), for
+ * comparing two layouts field by field and saying where a field came from.
+ */
+enum rbp_layout_kind {
+	RBP_LF_U8, RBP_LF_I8, RBP_LF_I16, RBP_LF_U16, RBP_LF_U32, RBP_LF_U64,
+	RBP_LF_BITFIELD,
+};
+struct rbp_layout_field {
+	const char *name;  /* "thread_ec" */
+	uint16_t off;      /* offsetof(struct rbp_layout, thread_ec) */
+	uint8_t kind;      /* enum rbp_layout_kind */
+};
+extern const struct rbp_layout_field rbp_layout_fields[];
+extern const size_t rbp_layout_n_fields;
+/* A non-bitfield field's value, widened (unsigned 64-bit values as their bits). */
+int64_t rbp_layout_field_get(const struct rbp_layout *L, const struct rbp_layout_field *f);
+/* 1 when field f is the same in a and b. */
+int rbp_layout_field_eq(const struct rbp_layout *a, const struct rbp_layout *b,
+			const struct rbp_layout_field *f);
+/* Field f of L as text ("48", "0x4", "{off 248, size 1, shift 0, mask 0x3}"). */
+void rbp_layout_field_str(const struct rbp_layout *L, const struct rbp_layout_field *f,
+			  char *buf, size_t cap);
+
 #endif

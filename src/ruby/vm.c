@@ -16,6 +16,7 @@ int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 		return RBP_ENOMEM;
 	vm->t = t;
 	vm->info.vm_method = vm->info.symbols_method = vm->info.debug_path = "";
+	vm->info.layout_source = vm->info.layout_path = vm->info.layout_note = "";
 	err = rv_discover(vm, opts);
 	if (opts)
 		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));
@@ -56,6 +57,13 @@ void rbp_vm_free(struct rbp_vm *vm)
 const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm)
 {
 	return &vm->info;
+}
+
+const struct rbp_layout *rbp_vm_layout(const struct rbp_vm *vm, const uint8_t **from_table)
+{
+	if (from_table)
+		*from_table = vm->layout_from_table;
+	return vm->L;
 }
 
 void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out)

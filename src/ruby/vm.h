@@ -32,17 +32,52 @@ struct rbp_vm;
 #define RBP_DISCOVER_CODE 2     /* decode the load in ruby_vm_at_exit() */
 #define RBP_DISCOVER_SCAN 4     /* scan Ruby's writable segments */
 
+/* Where the layout comes from, for rbp_vm_opts.layout. */
+enum rbp_layout_mode {
+	RBP_LAYOUT_AUTO = 0,   /* the Ruby file's DWARF when it has it, else the table */
+	RBP_LAYOUT_TABLE,      /* the compiled table only (debugging) */
+	RBP_LAYOUT_DWARF,      /* DWARF only: fail (RBP_ENODWARF) without it */
+};
+
 struct rbp_vm_opts {
-	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says */
+	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says
+				     * (a table; implies RBP_LAYOUT_TABLE under AUTO) */
+	enum rbp_layout_mode layout;
+	int test_no_table;          /* tests only: act as if no table matched the
+				     * version (a Ruby newer than rbpeek); constants the
+				     * DWARF lacks then come from another X.Y's table */
+	struct rbp_layout_cache *layout_cache; /* DWARF layouts by build-id, shared by
+				     * attaches to processes running the same
+				     * Ruby; NULL for none; not owned */
 	unsigned discovery;         /* RBP_DISCOVER_* allowed; 0 means all */
 	char found_version[32];     /* out: the version the binary reports, once read
 				     * (set even when attach fails with RBP_EVERSION) */
 };
 
+/*
+ * A cache of layouts read from DWARF, keyed by the Ruby file's build-id
+ * and version: attaching to many processes of one Ruby (--subprocesses,
+ * a young process retried until its VM is up) reads its DWARF once.
+ * Failures are cached too.  Not thread-safe.  rbp_layout_cache_new: NULL
+ * when out of memory.
+ */
+struct rbp_layout_cache;
+struct rbp_layout_cache *rbp_layout_cache_new(void);
+void rbp_layout_cache_free(struct rbp_layout_cache *c);
+
 /* How the VM and the symbol table were found: for `inspect` and bug reports. */
 struct rbp_vm_info {
 	const char *version;        /* "3.1.2" as the binary reports it */
-	const char *layout_version; /* the layout table entry in use */
+	const char *layout_version; /* the layout table entry in use; with a DWARF layout,
+				     * the version the binary reports */
+	const char *layout_source;  /* "dwarf" or "table" */
+	const char *layout_path;    /* "dwarf": the file whose DWARF gave it, as the
+				     * target sees it (like ruby_path); else "" */
+	const char *layout_note;    /* why not DWARF, or which constants came from a
+				     * table; "" when nothing to say */
+	double layout_ms;           /* time spent reading the DWARF (0 when not read, or
+				     * when the layout came from rbp_vm_opts.layout_cache) */
+	size_t layout_units;        /* compile units it visited */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */
 	const char *debug_path;     /* split debug info used for symbols, "" none */
@@ -54,6 +89,13 @@ struct rbp_vm_info {
 
 int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 		  struct rbp_vm **out);
+/*
+ * The struct layout in use (ruby/layout.h).  *from_table, when not NULL,
+ * gets per rbp_layout_fields[] index 1 for a field a DWARF layout took from
+ * a table (a constant the DWARF lacks); all 0 for a table layout.
+ */
+struct rbp_layout;
+const struct rbp_layout *rbp_vm_layout(const struct rbp_vm *vm, const uint8_t **from_table);
 void rbp_vm_free(struct rbp_vm *vm);
 const struct rbp_vm_info *rbp_vm_info(const struct rbp_vm *vm);
 

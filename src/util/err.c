@@ -23,6 +23,7 @@ const char *rbp_strerror(int err)
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
 	case RBP_ENOPROBE: return "no allocation probe point in this Ruby build";
+	case RBP_ENODWARF: return "no usable DWARF debug information for Ruby's structures";
 	case RBP_EBADRAW: return "not a valid rbpeek raw file";
 	case RBP_ERAWBIG: return "it expands to far more than rbpeek writes in a raw file of its size "
 				 "(a decompression bomb?)";

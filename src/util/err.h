@@ -38,6 +38,7 @@ enum rbp_err {
 	RBP_ECORRUPT = -23, /* VM data failed a consistency check */
 	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
 	RBP_ENOPROBE = -25, /* no allocation probe point found in this Ruby build */
+	RBP_ENODWARF = -26, /* --layout=dwarf: no usable DWARF for Ruby's structures */
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */

@@ -22,6 +22,9 @@ USAGE_ERRORS = {
   "inspect-extra-argument" => %w[inspect --pid 1 extra],
   "report-unknown-option" => %w[report --bogus],
   "trace-missing-value" => %w[trace -o],
+  "snapshot-layout-unknown" => %w[snapshot --pid 1 --layout bogus],
+  "record-layout-unknown" => %w[record --pid 1 --layout bogus],
+  "top-layout-unknown" => %w[top --pid 1 --layout bogus],
 }.freeze
 
 names = %w[cli/help cli/snapshot-help cli/version] + USAGE_ERRORS.keys.map { |k| "cli/usage-#{k}" }

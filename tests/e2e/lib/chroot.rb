@@ -348,10 +348,11 @@ module Chroots
   # and next to nothing else.  Returns [problems, note].
   # Elsewhere: cmd is the command that runs rbpeek (e.g. in a chroot), pid
   # the target's PID as that rbpeek sees it, cache [host path, path as that
-  # rbpeek sees it] of a directory for record's raw file.
-  def record_problems(target, spec, cmd: [E2E::RBPEEK], pid: target.pid, cache: nil)
+  # rbpeek sees it] of a directory for record's raw file; flags: more
+  # options for record (e.g. ["--layout", "dwarf"]).
+  def record_problems(target, spec, cmd: [E2E::RBPEEK], pid: target.pid, cache: nil, flags: [])
     cache ||= [File.join(E2E::OUT, "xdg.#{$$}")] * 2 # where record leaves its raw file
-    res = E2E.run([*cmd, "record", "--pid", pid.to_s, "-d", "1", "-f", "collapsed", "-o", "-", "--silent"],
+    res = E2E.run([*cmd, "record", "--pid", pid.to_s, "-d", "1", "-f", "collapsed", "-o", "-", "--silent", *flags],
                   timeout: 15, env: { "XDG_CACHE_HOME" => cache[1] })
     FileUtils.rm_rf(cache[0])
     return [["rbpeek record #{res.describe}"], nil] unless res.status&.zero?

@@ -228,7 +228,8 @@ module E2E
   class Target
     attr_reader :name, :pid, :ready_file, :oracle_file
 
-    def initialize(name, oracle: false, env: {})
+    # ruby: the interpreter to run it with (another Ruby's bin/ruby)
+    def initialize(name, oracle: false, env: {}, ruby: RUBY)
       @name = name
       FileUtils.mkdir_p(OUT)
       @ready_file = File.join(OUT, "#{name}.#{$$}.ready")
@@ -237,7 +238,7 @@ module E2E
       env = env.merge("RBPEEK_READY" => @ready_file)
       env["RBPEEK_ORACLE"] = @oracle_file if oracle
       @log = File.join(OUT, "#{name}.#{$$}.log")
-      @pid = Process.spawn(env, RUBY, "#{name}.rb", chdir: TARGETS, in: "/dev/null", out: @log, err: [:child, :out])
+      @pid = Process.spawn(env, ruby, "#{name}.rb", chdir: TARGETS, in: "/dev/null", out: @log, err: [:child, :out])
       E2E.register_pid(@pid)
     end
 
