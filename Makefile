@@ -39,7 +39,8 @@ WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
 CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # libdw/libelf (elfutils) only for --native (src/proc/native.c): --as-needed
 # keeps them out of binaries that do not use it (unit tests, benches).
-# NATIVE=0 builds src/proc/native_none.c instead, and needs no elfutils.
+# NATIVE=0 builds src/proc/native_none.c and dwarf_none.c instead (no
+# --native, layouts from the tables only), and needs no elfutils.
 NATIVE    ?= 1
 LDLIBS    += -lz $(if $(filter 0,$(NATIVE)),,-Wl,--as-needed -ldw -lelf -Wl,--no-as-needed)
 
@@ -59,6 +60,7 @@ LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profil
 # library so unit tests link them; the CLI does not use them.
 LIB_SRC   += ext/rbpeek/ktrace.c
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
+LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with

@@ -45,3 +45,8 @@ void rbp_native_stats_add(const struct rbp_native *n, struct rbp_native_stats *s
 	(void)n;
 	(void)sum;
 }
+
+void rbp_native_refresh(struct rbp_native *n)
+{
+	(void)n;
+}

@@ -345,14 +345,16 @@ module Chroots
   # rbpeek record -d 1 -f collapsed from the host: every thread's expected
   # stack (root first, "label (path:line)" frames) is there about 100 times
   # (at 100 Hz; identical stacks of several threads merge into one line),
-  # and next to nothing else.  Returns [problems, note].
+  # and next to nothing else.  --idle: the sleeping threads are what is
+  # checked, and record leaves threads waiting for work out by default.
+  # Returns [problems, note].
   # Elsewhere: cmd is the command that runs rbpeek (e.g. in a chroot), pid
   # the target's PID as that rbpeek sees it, cache [host path, path as that
   # rbpeek sees it] of a directory for record's raw file; flags: more
   # options for record (e.g. ["--layout", "dwarf"]).
   def record_problems(target, spec, cmd: [E2E::RBPEEK], pid: target.pid, cache: nil, flags: [])
     cache ||= [File.join(E2E::OUT, "xdg.#{$$}")] * 2 # where record leaves its raw file
-    res = E2E.run([*cmd, "record", "--pid", pid.to_s, "-d", "1", "-f", "collapsed", "-o", "-", "--silent", *flags],
+    res = E2E.run([*cmd, "record", "--pid", pid.to_s, "-d", "1", "-f", "collapsed", "-o", "-", "--silent", "--idle", *flags],
                   timeout: 15, env: { "XDG_CACHE_HOME" => cache[1] })
     FileUtils.rm_rf(cache[0])
     return [["rbpeek record #{res.describe}"], nil] unless res.status&.zero?
