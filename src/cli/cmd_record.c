@@ -60,7 +60,7 @@ static const char record_usage[] =
 	"                          given up if sampling takes over half a CPU)\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      under sudo, run COMMAND as root (default: as the invoking user)\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"formats:\n";
@@ -200,13 +200,16 @@ static int attach(int pid, int waiting, int not_ruby_tries, struct rbp_vm_opts *
 		err = rbp_target_open_pid(pid, t);
 		if (!err) {
 			err = rbp_vm_attach(*t, vo, vm);
-			if (!err)
+			if (!err) {
+				cli_layout_warning(*vm);
 				return RBP_OK;
+			}
 			rbp_target_close(*t);
 			*t = NULL;
 		}
+		/* a process starting up may have no Ruby frame to validate a layout with yet */
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    (err == RBP_ENOTRUBY && tries < not_ruby_tries);
+			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) && tries < not_ruby_tries);
 		if (!waiting || !retry || stop_requested || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
@@ -386,6 +389,7 @@ int cmd_record(int argc, char **argv)
 	if (err) {
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;
+		subj.vo = &vo;
 		if (err == RBP_ENOPROC && o.cmd) {
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;

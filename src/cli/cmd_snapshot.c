@@ -41,7 +41,7 @@ static const char snapshot_usage[] =
 	"                          (extensions, libc) appear above it, marked [native]\n"
 	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
 	"                          (JSON: {\"processes\": [...]})\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"  -h, --help              show this help\n";
 
 struct snapshot_opts {

@@ -52,7 +52,7 @@ static const char top_usage[] =
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          get rows of their own (not with --nonblocking or\n"
 	"                          --subprocesses)\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"keys: < > (or arrows) change the sort column, 1-4 pick it; l per line / per function;\n"

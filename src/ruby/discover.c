@@ -392,13 +392,26 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	vm->discovery = opts && opts->discovery ? opts->discovery :
 			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;
 	want = opts && opts->force_version ? opts->force_version : vm->version;
-	if (!(vm->L = rbp_layout_find(want)))
-		return RBP_EVERSION;
+	vm->info.validation = "";
+	if (!(vm->L = rbp_layout_find(want))) {
+		/* newer than every table: the nearest older one, if it validates */
+		if ((opts && opts->force_version) || !(vm->L = rbp_layout_newest_below(want)))
+			return RBP_EVERSION;
+		vm->info.layout_assumed = 1;
+	}
 	vm->info.layout_version = vm->L->version;
-	if ((err = find_vm(vm)))
+	if ((err = find_vm(vm))) {
+		/* with a layout that is not this version's own, a VM that does not
+		 * validate is the layout's fault, not a process starting up */
+		if ((vm->info.layout_assumed || (opts && opts->force_version)) &&
+		    (err == RBP_ENOVM || err == RBP_ECORRUPT)) {
+			vm->info.validation = "the VM does not validate (vm -> main thread -> vm)";
+			return RBP_ELAYOUT;
+		}
 		return err;
+	}
 	/* without the symbol table C frames are unnamed, but stacks still work */
 	if (find_symbols(vm))
 		vm->info.symbols_method = "not found";
-	return RBP_OK;
+	return rv_validate(vm, vm->info.layout_assumed);
 }

@@ -177,4 +177,13 @@ int rv_merge_owners(const char *ruby_path, const struct rbp_frame *r, size_t n_r
 /* ---- discovery (discover.c) ---------------------------------------- */
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
 
+/* ---- validation (validate.c) ---------------------------------------- */
+/*
+ * Check the layout against the process (the main thread's control frames
+ * and labels; see validate.c).  need_evidence: fail unless at least one
+ * Ruby frame was checked (for an assumed layout).  RBP_ELAYOUT with
+ * vm->info.validation saying why when it does not fit.
+ */
+int rv_validate(struct rbp_vm *vm, int need_evidence);
+
 #endif

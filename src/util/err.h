@@ -37,6 +37,7 @@ enum rbp_err {
 	RBP_ECORRUPT = -23, /* VM data failed a consistency check */
 	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
 	RBP_ENOPROBE = -25, /* no allocation probe point found in this Ruby build */
+	RBP_ELAYOUT = -26,  /* the layout table does not fit the process (validate.c) */
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */
