@@ -7,6 +7,10 @@
 
 #include <stddef.h>
 
+struct rbp_target;
+struct rbp_vm;
+struct rbp_vm_opts;
+
 /* Exit codes, documented in docs/troubleshooting.md and the man page. */
 enum rbp_exit {
 	EXIT_OK_ = 0,
@@ -15,7 +19,8 @@ enum rbp_exit {
 	EXIT_NOPROC = 3,     /* no such process, or it exited */
 	EXIT_PERM = 4,       /* not allowed to read or trace the target */
 	EXIT_NOTRUBY = 5,    /* the target is not a Ruby process */
-	EXIT_VERSION = 6,    /* Ruby version without a layout table */
+	EXIT_VERSION = 6,    /* Ruby version without a layout table, or a layout
+			      * that does not fit the process */
 	EXIT_VM = 7,         /* Ruby VM not found, or its memory inconsistent */
 	EXIT_CORE = 8,       /* bad core file */
 	EXIT_NOSAMPLES = 9,  /* the recording got no samples (nothing written) */
@@ -29,6 +34,7 @@ struct cli_subject {
 	const char *core;     /* core file path, or NULL */
 	const char *version;  /* Ruby version when known */
 	const char *forced;   /* --force-version, when given */
+	const struct rbp_vm_opts *vo; /* the attach's outcome (layout tried), or NULL */
 };
 
 /*
@@ -39,6 +45,11 @@ int cli_fail(int err, const struct cli_subject *subj);
 /* --native asked of a build without libdw (NATIVE=0): says so; returns EXIT_USAGE. */
 int cli_no_native(void);
 
+/*
+ * The one warning for an assumed layout (a Ruby newer than every table,
+ * read with the nearest older table after it validated); nothing otherwise.
+ */
+void cli_layout_warning(const struct rbp_vm *vm);
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

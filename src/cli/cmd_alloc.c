@@ -83,7 +83,7 @@ static const char alloc_usage[] =
 	"      --silent            no live table on stderr\n"
 	"      --no-bpf            read stacks from outside after the allocation (approximate\n"
 	"                          sites; what happens anyway where eBPF is refused)\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
@@ -843,8 +843,10 @@ static int setup(struct run *r, struct alloc_opts *o, struct cli_subject *subj,
 	if ((err = rbp_target_open_pid(o->pid, &r->t)) || (err = rbp_vm_attach(r->t, &vo, &r->vm))) {
 		subj->version = vo.found_version;
 		subj->forced = o->force_version;
+		subj->vo = &vo;
 		return cli_fail(err, subj);
 	}
+	cli_layout_warning(r->vm);
 	subj->version = rbp_vm_info(r->vm)->version;
 	if ((err = rbp_uprobe_available()) ||
 	    (err = rbp_alloc_probes(r->vm, probes, RBP_ALLOC_MAX_PROBES, n_probes)))

@@ -33,7 +33,7 @@ static const char heap_usage[] =
 	"      --sysroot DIR       with --core: find the process's mapped files under DIR\n"
 	"  -n, --top N             show the N biggest classes (default 20; 0: all)\n"
 	"  -j, --json              print one JSON object instead of text\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n";

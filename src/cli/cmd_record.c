@@ -75,7 +75,7 @@ static const char record_usage[] =
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
 	"                          where COMMAND runs as the invoking user)\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
@@ -257,8 +257,10 @@ static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_targe
 		err = rbp_target_open_pid(pid, t);
 		if (!err) {
 			err = rbp_vm_attach(*t, vo, vm);
-			if (!err)
+			if (!err) {
+				cli_layout_warning(*vm);
 				return RBP_OK;
+			}
 			rbp_target_close(*t);
 			*t = NULL;
 		}
@@ -269,8 +271,9 @@ static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_targe
 				since = mono_ns();
 			}
 		}
+		/* a process starting up may have no Ruby frame to validate a layout with yet */
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    (err == RBP_ENOTRUBY && mono_ns() - since < NOT_RUBY_NS);
+			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) && mono_ns() - since < NOT_RUBY_NS);
 		if (!waiting || !retry || cli_stop_signal() || (child_pid && child_exited(NULL)))
 			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
@@ -534,6 +537,7 @@ int cmd_record(int argc, char **argv)
 	if (err) {
 		subj.version = vo.found_version;
 		subj.forced = o.force_version;
+		subj.vo = &vo;
 		if (err == RBP_ENOPROC && o.cmd) {
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;

@@ -41,7 +41,7 @@ static const char snapshot_usage[] =
 	"                          (extensions, libc) appear above it, marked [native]\n"
 	"      --subprocesses      also every Ruby process descended from PID, one after another\n"
 	"                          with its command line (JSON: {\"processes\": [{\"cmdline\":...}]})\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n";

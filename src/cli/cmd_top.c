@@ -53,7 +53,7 @@ static const char top_usage[] =
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          get rows of their own (not with --nonblocking; with\n"
 	"                          --subprocesses, in every process)\n"
-	"      --force-version X.Y.Z  use the memory layout of this Ruby version\n"
+	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"

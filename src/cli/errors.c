@@ -73,6 +73,31 @@ int cli_fail(int err, const struct cli_subject *s)
 			"'rbpeek inspect' says what was looked for; --layout auto falls back to "
 			"the compiled table\n", who, rbp_strerror(err));
 		return EXIT_VERSION;
+	case RBP_ELAYOUT: {
+		const struct rbp_vm_opts *vo = s->vo;
+		const char *v = s->version && *s->version ? s->version : "?";
+		const char *used = vo && vo->layout_used ? vo->layout_used : "?";
+		const char *why = vo && vo->layout_problem && *vo->layout_problem ?
+				  vo->layout_problem : "the VM's structures do not validate";
+		if (s->forced)
+			fprintf(stderr, "rbpeek: error: --force-version %s: Ruby %s's memory layout "
+				"does not fit %s (%s)\n", s->forced, used, who, why);
+		else if (vo && vo->layout_assumed)
+			fprintf(stderr, "rbpeek: error: %s: rbpeek has no layout for Ruby %s, and the "
+				"nearest older one (Ruby %s) does not fit it (%s)\n", who, v, used, why);
+		else
+			fprintf(stderr, "rbpeek: error: %s: the memory layout of Ruby %s does not fit "
+				"it (%s); this Ruby was built with options that change the VM's "
+				"structures (e.g. -DVM_DEBUG_BP_CHECK=1)\n", who, used, why);
+		fprintf(stderr, "hint: rbpeek refuses rather than show wrong names and lines; "
+			"a Ruby built with debug info (DWARF, Ruby's default -ggdb3) gives its "
+			"own layout");
+		if (vo && vo->layout_assumed && !s->forced)
+			fprintf(stderr, "; or use an rbpeek that knows Ruby %s (this one knows %s; "
+				"--force-version X.Y.Z tries one of them)", v, rbp_layout_supported());
+		fputc('\n', stderr);
+		return EXIT_VERSION;
+	}
 	case RBP_ENOFILE:
 	case RBP_EIO:
 		if (s->core) {
@@ -182,7 +207,22 @@ int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layo
 		return err;
 	err = rbp_vm_attach(*t, vo, vm);
 	subj->version = vo->found_version;
+	subj->vo = vo;
+	if (!err)
+		cli_layout_warning(*vm);
 	return err;
+}
+
+void cli_layout_warning(const struct rbp_vm *vm)
+{
+	const struct rbp_vm_info *in = rbp_vm_info(vm);
+
+	if (in->layout_assumed)
+		fprintf(stderr, "rbpeek: warning: no layout for Ruby %s; using Ruby %s's, the "
+			"nearest older one, which fits this process (its main thread's frames "
+			"and labels check out); if a structure changed, names or lines may be "
+			"wrong: an rbpeek that knows Ruby %s, or a Ruby with debug info, removes "
+			"the guess\n", in->version, in->layout_version, in->version);
 }
 
 int cli_parse_pid(const char *s)

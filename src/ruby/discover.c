@@ -408,12 +408,21 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	open_debug_info(vm);
 	vm->discovery = opts && opts->discovery ? opts->discovery :
 			RBP_DISCOVER_SYMBOL | RBP_DISCOVER_CODE | RBP_DISCOVER_SCAN;
+	vm->info.validation = "";
 	if ((err = rv_pick_layout(vm, opts)))
 		return err;
-	if ((err = find_vm(vm)))
+	if ((err = find_vm(vm))) {
+		/* with a layout that is not this version's own, a VM that does not
+		 * validate is the layout's fault, not a process starting up */
+		if ((vm->info.layout_assumed || (opts && opts->force_version)) &&
+		    (err == RBP_ENOVM || err == RBP_ECORRUPT)) {
+			vm->info.validation = "the VM does not validate (vm -> main thread -> vm)";
+			return RBP_ELAYOUT;
+		}
 		return err;
+	}
 	/* without the symbol table C frames are unnamed, but stacks still work */
 	if (find_symbols(vm))
 		vm->info.symbols_method = "not found";
-	return RBP_OK;
+	return rv_validate(vm, vm->info.layout_assumed);
 }

@@ -193,4 +193,13 @@ int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
  */
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
 
+/* ---- validation (validate.c) ---------------------------------------- */
+/*
+ * Check the layout against the process (the main thread's control frames
+ * and labels; see validate.c).  need_evidence: fail unless at least one
+ * Ruby frame was checked (for an assumed layout).  RBP_ELAYOUT with
+ * vm->info.validation saying why when it does not fit.
+ */
+int rv_validate(struct rbp_vm *vm, int need_evidence);
+
 #endif

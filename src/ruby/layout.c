@@ -62,6 +62,29 @@ const struct rbp_layout *rbp_layout_find(const char *version)
 	return best_lower ? best_lower : lowest;
 }
 
+static long version_key(long major, long minor, long patch)
+{
+	return (major * 1000 + minor) * 10000 + (patch < 0 ? 0 : patch);
+}
+
+const struct rbp_layout *rbp_layout_newest_below(const char *version)
+{
+	long major, minor, patch, want, best_k = -1;
+	const struct rbp_layout *best = NULL;
+
+	if (parse_version(version, &major, &minor, &patch) != 0)
+		return NULL;
+	want = version_key(major, minor, patch);
+	for (const struct rbp_layout *l = rbp_layouts; l->version; l++) {
+		long k = version_key(l->major, l->minor, patch_of(l->version));
+		if (k <= want && k > best_k) {
+			best_k = k;
+			best = l;
+		}
+	}
+	return best;
+}
+
 const char *rbp_layout_closest(const char *version)
 {
 	long major, minor, patch, best_d = -1;

@@ -144,6 +144,21 @@ struct rbp_layout {
 	int16_t classext_classpath; /* classext classpath (VALUE), -1 before it existed */
 	int16_t classext_attached;  /* classext attached_object (VALUE), -1 if in iv_tbl */
 	uint64_t id_attached;       /* id__attached__ (predefined ID) */
+	/* 3.2: a class's ivars (its __classpath__, __attached__) sit in iv_ptr at
+	 * the index its object shape gives: the shape id is flags >> shape_id_shift,
+	 * shapes are rb_vm_t.shape_list[id]; walk parent_id up to the shape whose
+	 * edge_name is the ivar's ID (type SHAPE_IVAR), index = next_iv_index - 1.
+	 * All 0 when class_ivar_shapes is 0 (tables before this field default to 0). */
+	uint8_t class_ivar_shapes;  /* 1: class ivars are found through shapes (3.2) */
+	uint8_t shape_id_shift;     /* SHAPE_FLAG_SHIFT (32): shape id in RBasic flags */
+	int16_t vm_shape_list;      /* rb_vm_t.shape_list (rb_shape_t *) */
+	uint16_t shape_size;        /* sizeof(rb_shape_t) */
+	int16_t shape_edge_name;    /* edge_name (ID) */
+	int16_t shape_next_iv_index;/* next_iv_index (uint32_t attr_index_t) */
+	int16_t shape_type;         /* type (uint8_t) */
+	int16_t shape_parent_id;    /* parent_id (uint32_t shape_id_t) */
+	uint8_t shape_type_ivar;    /* SHAPE_IVAR */
+	uint32_t shape_invalid_id;  /* INVALID_SHAPE_ID: the root's parent */
 
 	/* ---- st_table --------------------------------------------------- */
 	int16_t st_num_entries, st_entries_start, st_entries_bound, st_entries;
@@ -192,6 +207,13 @@ const struct rbp_layout *rbp_layout_find(const char *version);
  * by (major, minor) distance, preferring older; NULL when unparsable.
  */
 const char *rbp_layout_closest(const char *version);
+/*
+ * For a version newer than every table entry of its X.Y (a Ruby released
+ * after this rbpeek): the newest entry older than it; NULL when none is, or
+ * the string does not parse.  Only a starting point: the caller validates
+ * it against the process.
+ */
+const struct rbp_layout *rbp_layout_newest_below(const char *version);
 /* Comma-separated list of supported X.Y versions, for error messages. */
 const char *rbp_layout_supported(void);
 

@@ -266,6 +266,28 @@ static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
 	}
 }
 
+/*
+ * Ruby 3.2 keeps a class's path in ivars found through its object shape
+ * (value.c, class_ivar_shapes): fields the DWARF reader does not fill yet.
+ * Taken from the version's table (or the nearest one) so that a 3.2 read
+ * through its DWARF names classes as one read through the table does.
+ */
+static void take_shape_fields(struct rbp_layout *L, const struct rbp_layout *from)
+{
+	if (L->class_ivar_shapes || !from || !from->class_ivar_shapes)
+		return;
+	L->class_ivar_shapes = from->class_ivar_shapes;
+	L->shape_id_shift = from->shape_id_shift;
+	L->vm_shape_list = from->vm_shape_list;
+	L->shape_size = from->shape_size;
+	L->shape_edge_name = from->shape_edge_name;
+	L->shape_next_iv_index = from->shape_next_iv_index;
+	L->shape_type = from->shape_type;
+	L->shape_parent_id = from->shape_parent_id;
+	L->shape_type_ivar = from->shape_type_ivar;
+	L->shape_invalid_id = from->shape_invalid_id;
+}
+
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	enum rbp_layout_mode mode = opts ? opts->layout : RBP_LAYOUT_AUTO;
@@ -296,6 +318,7 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		if (!err) {
 			if (table)
 				note_differences(vm, table);
+			take_shape_fields(&vm->dwarf_layout, table ? table : consts);
 			vm->L = &vm->dwarf_layout;
 			vm->info.layout_source = "dwarf";
 			vm->info.layout_version = vm->L->version;
@@ -303,6 +326,12 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		}
 		if (err != RBP_ENODWARF || mode == RBP_LAYOUT_DWARF)
 			return err;
+	}
+	if (!table && !(opts && (opts->force_version || opts->test_no_table))) {
+		/* newer than every table: the nearest older one, if it validates
+		 * (validate.c; rv_discover says so) */
+		if ((table = rbp_layout_newest_below(want)))
+			vm->info.layout_assumed = 1;
 	}
 	if (!table)
 		return RBP_EVERSION;

@@ -247,10 +247,71 @@ int rv_class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext)
 	return RBP_OK;
 }
 
+/* 1 when ID key is the one wanted: want_id, or when that is 0, named want_name. */
+static int ivar_id_is(struct rbp_vm *vm, uint64_t key, uint64_t want_id, const char *want_name)
+{
+	const char *name;
+
+	if (want_id)
+		return key == want_id;
+	return key && !rv_id_name(vm, key, &name) && !strcmp(name, want_name);
+}
+
+#define RV_MAX_SHAPE_DEPTH 256  /* ivars of one class we look through */
+#define RV_MAX_SHAPE_SIZE 64
+
 /*
- * An instance variable of a class kept in its iv_tbl st_table, found by ID
- * (want_id) or, when want_id is 0, by name (want_name).  *found_id gets the
- * matching ID so callers can cache it.
+ * 3.2: an instance variable of a class in its iv_ptr array, at the index the
+ * class's object shape gives (the layout's class_ivar_shapes comment).
+ */
+static int class_ivar_shape(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
+			    const char *want_name, uint64_t *val, uint64_t *found_id)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t flags, list, ext, ivptr;
+	uint8_t sh[RV_MAX_SHAPE_SIZE];
+	int err;
+
+	if (L->shape_size > sizeof(sh) || L->shape_size < 8 || L->shape_id_shift > 63 ||
+	    L->vm_shape_list < 0 || !vm->vm_addr)
+		return RBP_ENOSYM;
+	if ((err = rv_word(vm, klass, &flags)) ||
+	    (err = rv_word(vm, vm->vm_addr + L->vm_shape_list, &list)))
+		return err;
+	uint32_t id = (uint32_t)(flags >> L->shape_id_shift);
+	for (int depth = 0; depth < RV_MAX_SHAPE_DEPTH; depth++) {
+		if (id == L->shape_invalid_id ||
+		    (err = rv_read(vm, list + (uint64_t)id * L->shape_size, sh, L->shape_size)))
+			return err ? err : RBP_ENOSYM;
+		uint32_t parent = rv_u32(sh, L->shape_parent_id);
+		if (parent == L->shape_invalid_id)
+			return RBP_ENOSYM;   /* the root shape: no such ivar */
+		uint64_t edge = rv_u64(sh, L->shape_edge_name);
+		if (sh[L->shape_type] == L->shape_type_ivar &&
+		    ivar_id_is(vm, edge, want_id, want_name)) {
+			uint32_t index = rv_u32(sh, L->shape_next_iv_index);
+			if (!index || index > 1u << 16)
+				return RBP_ECORRUPT;
+			if ((err = rv_class_ext(vm, klass, &ext)) ||
+			    (err = rv_word(vm, ext + L->class_iv_ptr, &ivptr)))
+				return err;
+			if (!ivptr)
+				return RBP_ENOSYM;
+			if ((err = rv_word(vm, ivptr + 8 * (uint64_t)(index - 1), val)))
+				return err;
+			if (found_id)
+				*found_id = edge;
+			return RBP_OK;
+		}
+		id = parent;
+	}
+	return RBP_ENOSYM;
+}
+
+/*
+ * An instance variable of a class kept in its iv_tbl st_table (or, 3.2, its
+ * shape-indexed iv_ptr), found by ID (want_id) or, when want_id is 0, by
+ * name (want_name).  *found_id gets the matching ID so callers can cache it.
  */
 static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 		      const char *want_name, uint64_t *val, uint64_t *found_id)
@@ -260,6 +321,8 @@ static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 	uint8_t st[64], buf[64 * 24];
 	int err;
 
+	if (L->class_ivar_shapes && L->class_iv_ptr >= 0)
+		return class_ivar_shape(vm, klass, want_id, want_name, val, found_id);
 	if (L->classext_iv_tbl < 0)
 		return RBP_ENOSYM;
 	if ((err = rv_class_ext(vm, klass, &ext)) ||
@@ -281,9 +344,7 @@ static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *e = buf + i * L->st_entry_size;
 		uint64_t key = rv_u64(e, L->st_entry_key);
-		const char *name;
-		if (want_id ? key != want_id :
-		    (!key || rv_id_name(vm, key, &name) || strcmp(name, want_name)))
+		if (!ivar_id_is(vm, key, want_id, want_name))
 			continue;
 		*val = rv_u64(e, L->st_entry_record);
 		if (found_id)

@@ -18,8 +18,13 @@ int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 	vm->info.vm_method = vm->info.symbols_method = vm->info.debug_path = "";
 	vm->info.layout_source = vm->info.layout_path = vm->info.layout_note = "";
 	err = rv_discover(vm, opts);
-	if (opts)
+	if (opts) {
 		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));
+		/* static strings (the table, validate.c): they outlive vm */
+		opts->layout_used = vm->L ? vm->L->version : NULL;
+		opts->layout_assumed = vm->info.layout_assumed;
+		opts->layout_problem = vm->info.validation;
+	}
 	if (err) {
 		rbp_vm_free(vm);
 		return err;

@@ -52,6 +52,9 @@ struct rbp_vm_opts {
 	unsigned discovery;         /* RBP_DISCOVER_* allowed; 0 means all */
 	char found_version[32];     /* out: the version the binary reports, once read
 				     * (set even when attach fails with RBP_EVERSION) */
+	const char *layout_used;    /* out: the layout entry tried ("4.1.0"), NULL none */
+	int layout_assumed;         /* out: 1 when it was the nearest older table */
+	const char *layout_problem; /* out: with RBP_ELAYOUT, what did not fit */
 };
 
 /*
@@ -78,6 +81,10 @@ struct rbp_vm_info {
 	double layout_ms;           /* time spent reading the DWARF (0 when not read, or
 				     * when the layout came from rbp_vm_opts.layout_cache) */
 	size_t layout_units;        /* compile units it visited */
+	int layout_assumed;         /* 1: no table for this version; the nearest older
+				     * one (layout_version) is used because it passed
+				     * validation (say so: labels rest on that assumption) */
+	const char *validation;     /* "" passed; else what failed (with RBP_ELAYOUT) */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */
 	const char *debug_path;     /* split debug info used for symbols, "" none */

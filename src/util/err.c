@@ -19,6 +19,7 @@ const char *rbp_strerror(int err)
 	case RBP_ENONATIVE: return "this rbpeek was built without libdw (elfutils): no native stacks";
 	case RBP_ENOTRUBY: return "not a Ruby process";
 	case RBP_EVERSION: return "unsupported Ruby version";
+	case RBP_ELAYOUT: return "the memory layout does not match this Ruby";
 	case RBP_ENOVM: return "Ruby VM not found";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";

@@ -39,6 +39,7 @@ enum rbp_err {
 	RBP_ETOODEEP = -24, /* stack deeper than the walker's limit */
 	RBP_ENOPROBE = -25, /* no allocation probe point found in this Ruby build */
 	RBP_ENODWARF = -26, /* --layout=dwarf: no usable DWARF for Ruby's structures */
+	RBP_ELAYOUT = -27,  /* the layout table does not fit the process (validate.c) */
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */

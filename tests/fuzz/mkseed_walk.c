@@ -105,12 +105,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mkseed_walk PID OUTPUT\n");
 		return 2;
 	}
-	if ((err = rbp_target_open_pid(atoi(argv[1]), &t)) || (err = rbp_vm_attach(t, NULL, &vm))) {
+	if ((err = rbp_target_open_pid(atoi(argv[1]), &t))) {
 		fprintf(stderr, "mkseed_walk: %s\n", rbp_strerror(err));
 		return 1;
 	}
+	/*
+	 * Record from the attach on: its validation walks the stacks once
+	 * (src/ruby/validate.c), and what it decoded is cached, so the walk
+	 * below alone would not read it again.
+	 */
 	rec.inner = t->mem;
 	t->mem = &rec.base;
+	if ((err = rbp_vm_attach(t, NULL, &vm))) {
+		t->mem = rec.inner;
+		fprintf(stderr, "mkseed_walk: %s\n", rbp_strerror(err));
+		return 1;
+	}
 	err = rbp_vm_read_stacks(vm, &st);
 	t->mem = rec.inner;
 	if (err || !(f = fopen(argv[2], "wb"))) {

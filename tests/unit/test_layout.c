@@ -82,6 +82,18 @@ int main(void)
 		CHECK(rbp_layout_find(NULL) == NULL);
 		CHECK(rbp_layout_find("3") == NULL);
 	}
+	TEST("newer than every table -> the newest one below it") {
+		const struct rbp_layout *l = rbp_layout_newest_below("9.9.9");
+		CHECK(l == &rbp_layouts[0]);   /* the table is newest first */
+		l = rbp_layout_newest_below("3.1.99");
+		CHECK(l != NULL && l->major == 3 && l->minor == 1);
+		/* a version between two minors: the older minor's newest entry */
+		l = rbp_layout_newest_below("3.5.0");
+		CHECK(l != NULL && l->major == 3 && l->minor == 4);
+		CHECK(rbp_layout_newest_below("2.4.9") == NULL);   /* older than every table */
+		CHECK(rbp_layout_newest_below("garbage") == NULL);
+		CHECK(rbp_layout_newest_below(NULL) == NULL);
+	}
 	TEST("supported list") {
 		const char *s = rbp_layout_supported();
 		CHECK(s != NULL && strstr(s, "3.1") != NULL);

@@ -53,6 +53,14 @@
 #define RBP_HAVE_CLASSEXT_IVPTR (V(3, 2) && !V(4, 0))
 #define RBP_HAVE_CLASSEXT_CLASSPATH V(3, 3)
 #define RBP_HAVE_CLASSEXT_ATTACHED V(3, 3)
+/* 3.2: class ivars (the class path too) are an iv_ptr array indexed by the
+ * class's object shape */
+#define RBP_CLASS_IVAR_SHAPES (V(3, 2) && !V(3, 3))
+#if RBP_CLASS_IVAR_SHAPES
+#include "shape.h"
+_Static_assert(SHAPE_IN_BASIC_FLAGS, "3.2 on LP64 keeps the shape id in RBasic flags");
+_Static_assert(sizeof(attr_index_t) == 4 && sizeof(shape_id_t) == 4, "32-bit shape fields");
+#endif
 
 int main(void)
 {
@@ -325,6 +333,20 @@ int main(void)
 	hex("id_attached", 0); /* no __attached__ ivar: classext attached_object */
 #else
 	hex("id_attached", (unsigned long long)id__attached__);
+#endif
+#if RBP_CLASS_IVAR_SHAPES
+	num("class_ivar_shapes", 1);
+	num("shape_id_shift", SHAPE_FLAG_SHIFT);
+	OFF("vm_shape_list", rb_vm_t, shape_list);
+	num("shape_size", sizeof(rb_shape_t));
+	OFF("shape_edge_name", rb_shape_t, edge_name);
+	OFF("shape_next_iv_index", rb_shape_t, next_iv_index);
+	OFF("shape_type", rb_shape_t, type);
+	OFF("shape_parent_id", rb_shape_t, parent_id);
+	num("shape_type_ivar", SHAPE_IVAR);
+	hex("shape_invalid_id", INVALID_SHAPE_ID);
+#else
+	num("class_ivar_shapes", 0);
 #endif
 
 	/* ---- st_table ---- */
