@@ -48,7 +48,7 @@ Thread.new { sleep 60; exit!(3) }   # never outlive a broken test
 # a second working thread, for the flame graph's thread filter
 module Workload
   def self.background
-    loop { 20_000.times.sum; sleep 0.001 }
+    loop { 200_000.times.sum }   # busy: it holds the GVL about half the time, never idle
   end
 end
 Thread.new { Thread.current.name = "background"; Workload.background }
