@@ -83,11 +83,13 @@ module Chroots
     [rubies, FoundRubies.where]
   end
 
-  # A check over every ready chroot Ruby: yields each (the block returns its
+  # A check over every ready chroot Ruby and every found one: yields each (the block returns its
   # note, or an array of notes), adds a note for each version not run and a
   # problem when none is ready; returns the notes joined.
+  # The version managers' Rubies (found) run after the chroots' ones.
   def each_ruby(probs)
     rubies, missing = prepare
+    rubies += found.first if E2E.root?
     notes = rubies.flat_map { |ruby| Array(yield(ruby)) }
     missing.each { |xy, why| notes << "#{xy} not run (#{why})" }
     probs << "no chroot Ruby is ready: #{missing.inspect}" if rubies.empty?
