@@ -21,6 +21,8 @@
 #   bpcheck   miniruby of Ruby 3.3 built with -DVM_DEBUG_BP_CHECK=1 (every
 #             control frame one word longer than the 3.3 table says):
 #             bpcheck/miniruby (with DWARF) and bpcheck/miniruby.stripped.
+#             Made from the yjit variant's tree when that is built (so
+#             build yjit first, as the default order does).
 #
 # Each variant's log is $RBPEEK_DEBSRC/<variant>.log; its build time (s) is
 # written to <variant>/BUILD_SECONDS.  Measured on 2 shared cores: see
@@ -95,16 +97,29 @@ build_yjit() {
 	readelf -S "$dir/prefix/bin/ruby" | grep -q debug_info
 }
 
+# miniruby only (enough to run a script; the whole build would double the
+# time): from a copy of the yjit variant's configured tree when there is one
+# (its generated sources reused, every object rebuilt with the flag), else
+# configured afresh.
 build_bpcheck() {
-	local dir=$1
-	mkdir -p "$dir/build"
-	cd "$dir/build"
-	"$root/src/tree/configure" --disable-shared --disable-install-doc \
-		--with-baseruby=/usr/bin/ruby cppflags=-DVM_DEBUG_BP_CHECK=1
-	nice make -j"$(nproc)" miniruby
+	local dir=$1 flag=-DVM_DEBUG_BP_CHECK=1
+	if [ -f "$root/yjit/READY" ] && [ -f "$root/yjit/build/Makefile" ]; then
+		cp -a "$root/yjit/build" "$dir/build"
+		cd "$dir/build"
+		find . -name '*.o' -not -path './ext/*' -delete
+		rm -f miniruby ruby
+	else
+		mkdir -p "$dir/build"
+		cd "$dir/build"
+		"$root/src/tree/configure" --disable-shared --disable-install-doc \
+			--with-baseruby=/usr/bin/ruby
+	fi
+	nice make -j"$(nproc)" cppflags="$flag" miniruby
 	cp miniruby "$dir/miniruby"
 	strip -o "$dir/miniruby.stripped" "$dir/miniruby"
 	"$dir/miniruby" -e 'exit 1 unless RUBY_VERSION.start_with?("3.3")'
+	# the flag is in: VM_DEBUG_BP_CHECK's bp_check field is in the DWARF
+	{ readelf --debug-dump=info "$dir/miniruby"; true; } | grep -q 'DW_AT_name.*: bp_check'
 	rm -rf "$dir/build"
 }
 
