@@ -43,12 +43,8 @@ module Chroots
       Dir.glob(File.join(dir, "usr/lib/*/libruby-#{xy}.so.*")).min
     end
 
-    # Whether libruby has a VM symbol (Debian's 3.3 and 3.4 export none and
-    # strip .symtab): its name is then nowhere in the file's string tables.
     def exports_vm_symbol?
-      lib = libruby or return false
-      data = File.binread(lib)
-      data.include?("\0ruby_current_vm_ptr\0") || data.include?("\0ruby_current_vm\0")
+      FoundRubies.vm_symbol_in?(libruby)
     end
   end
 

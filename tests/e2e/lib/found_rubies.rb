@@ -66,14 +66,20 @@ module FoundRubies
     end
 
     def exports_vm_symbol?
-      return false unless libruby
-
-      data = File.binread(libruby)
-      data.include?("\0ruby_current_vm_ptr\0") || data.include?("\0ruby_current_vm\0")
+      FoundRubies.vm_symbol_in?(libruby)
     end
   end
 
   module_function
+
+  # Whether the file has a VM symbol (Debian's 3.3 and 3.4 export none and
+  # strip .symtab): its name is then nowhere in the file's string tables.
+  def vm_symbol_in?(lib)
+    return false unless lib
+
+    data = File.binread(lib)
+    data.include?("\0ruby_current_vm_ptr\0") || data.include?("\0ruby_current_vm\0")
+  end
 
   # Where the Rubies were looked for, for a skip's reason.
   def where
