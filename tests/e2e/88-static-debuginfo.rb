@@ -65,15 +65,16 @@ def with_process(argv)
     register_pid(thr.pid)
     wait = thr
     want = []
+    ready = false
     Timeout.timeout(20) do
       while (line = out.gets)
-        break if line.start_with?("READY")
+        break if (ready = line.start_with?("READY"))
 
         label, lineno = line.chomp.split("\t")
         want << [label, lineno.to_i]
       end
     end
-    raise "no READY from #{argv.inspect}: #{want.inspect}" if want.empty? || line.nil?
+    raise "no READY from #{argv.inspect}: #{want.inspect}" if want.empty? || !ready
 
     yield thr.pid, want
   ensure
