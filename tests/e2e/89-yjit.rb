@@ -9,8 +9,8 @@
 # write cfp->pc).  On each YJIT Ruby:
 #   yjit-on        RubyVM::YJIT.enabled?, and compiling Hot#warm made code
 #   oracle         Ruby's own backtrace_locations match yjit/hot.expect
-#   snapshot       10 snapshots in a row, each with exactly the frames of
-#                  yjit/hot.expect
+#   snapshot       once the target settled, 10 snapshots in a row, each
+#                  with exactly the frames of yjit/hot.expect
 #   record         record -f collapsed: every thread's expected stack, and
 #                  next to nothing else (a stale PC would show as other lines)
 # The YJIT Rubies: the "yjit" build of tools/build-debian-ruby.sh (Debian's
@@ -75,7 +75,8 @@ rubies.each do |ruby|
     end
 
     test("#{pre}/snapshot") do
-      problems = []
+      # first, as everywhere, until the harness's "oracle" thread has ended
+      problems, = Chroots.snapshot_problems(t, spec, ruby)
       SNAPSHOTS.times do |i|
         res = rbpeek("snapshot", "--pid", t.pid, "--json")
         # frames exactly; a sleeping thread may be caught awake (Ruby
