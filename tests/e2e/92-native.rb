@@ -171,7 +171,8 @@ else
 
   if STATIC && File.executable?(STATIC)
     test("native/static") do
-      static_so = File.join(dir, "native_test_static.so")
+      static_so = File.join(dir, "static", "native_test.so") # the name gives Init_native_test
+      FileUtils.mkdir_p(File.dirname(static_so))
       build_ext([], EXT_SRC, static_so, ruby: STATIC)
       check_exact("native/static", [STATIC, "--disable-gems", MAIN, static_so])
     end
