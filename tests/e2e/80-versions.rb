@@ -3,174 +3,31 @@
 # 80-versions.rb - the same targets and the same expectations on other
 # Rubies: Debian's 2.7 (bullseye), 3.3 (trixie) and 3.4 (sid+experimental),
 # each in a chroot made and cached by tools/setup-rubies.sh (3.3 and 3.4 are
-# stripped and export no VM symbol).  For each ready Ruby X.Y:
-#   oracle/NAME      the expectation (NAME@X.Y.expect where X.Y differs)
-#                    matches that Ruby's own Thread#backtrace_locations
-#   snapshot[-nonblocking]/NAME, snapshot-text/threads,
-#   snapshot-leaves-running/NAME   exactly the checks of 30-snapshot.rb
-#   record/threads   record -f collapsed holds every thread's stack, often
-#   core/nested      snapshot --core of a gcore dump matches
-#   inspect/nested   reports the version, and a method other than the
-#                    symbol when libruby exports no VM symbol
-#   discovery-M/nested  RBPEEK_DISCOVERY=M alone finds the VM (code, scan;
-#                    symbol only where exported, else a clean exit 7)
-# Test names are prefixed "rubyX.Y/".
-require_relative "lib/chroot"
+# stripped and export no VM symbol).  For each ready Ruby X.Y the checks of
+# lib/versions.rb, named "rubyX.Y/...".  81-found-rubies.rb runs the same
+# checks on the version managers' Rubies.
+require_relative "lib/versions"
 include E2E
 
 T0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 BUDGET = 100 # s of this file's time after which versions left are skipped
-METHODS = %w[symbol code scan].freeze
-
-def names_for(xy)
-  per_target = %w[oracle snapshot snapshot-nonblocking snapshot-leaves-running]
-  (TARGET_NAMES.flat_map { |n| per_target.map { |k| "#{k}/#{n}" } } +
-   %w[snapshot-text/threads record/threads core/nested inspect/nested] +
-   METHODS.map { |m| "discovery-#{m}/nested" }).map { |n| "ruby#{xy}/#{n}" }
-end
 
 def elapsed
   Process.clock_gettime(Process::CLOCK_MONOTONIC) - T0
 end
 
-if skip_without_rbpeek(Chroots::ALL.flat_map { |v| names_for(v) })
-  exit 0
-end
+exit 0 if skip_without_rbpeek(Chroots::ALL.flat_map { |v| Versions.names_for("ruby#{v}") })
 
 rubies, missing = Chroots.prepare(timeout: 90)
-missing.each { |xy, why| names_for(xy).each { |n| skip(n, why) } }
+missing.each { |xy, why| Versions.names_for("ruby#{xy}").each { |n| skip(n, why) } }
 setup_time = elapsed
 
-GCORE = system("command -v gcore >/dev/null 2>&1")
-CORES = File.join(OUT, "cores80.#{$$}")
-at_exit { FileUtils.rm_rf(CORES) }
-
-def gcore(pid)
-  FileUtils.mkdir_p(CORES)
-  prefix = File.join(CORES, "core")
-  r = run(["gcore", "-o", prefix, pid.to_s], timeout: 60)
-  path = "#{prefix}.#{pid}"
-  raise "gcore #{r.describe}" unless r.status&.zero? && File.exist?(path)
-
-  path
-end
-
 rubies.each do |ruby|
-  xy = ruby.xy
-  pre = "ruby#{xy}"
   if elapsed > BUDGET
-    names_for(xy).each { |n| skip(n, "time budget spent (tools/setup-rubies.sh took #{setup_time.round} s); rerun") }
+    Versions.names_for(ruby.prefix).each { |n| skip(n, "time budget spent (tools/setup-rubies.sh took #{setup_time.round} s); rerun") }
     next
   end
-  exported = ruby.exports_vm_symbol?
-
-  TARGET_NAMES.each do |name|
-    spec, file = Chroots.spec(name, ruby)
-
-    test("#{pre}/oracle/#{name}") do
-      Chroots.with_target(ruby, name, oracle: true) do |t|
-        oracle = t.oracle
-        problems = Expect.oracle_diffs(oracle, spec)
-        if oracle["ruby_version"] != ruby.version
-          problems << "target runs Ruby #{oracle['ruby_version']}, expected #{ruby.version}"
-        end
-        report("#{pre}/oracle/#{name}", problems, Chroots.note(spec, file))
-      end
-    end
-
-    Chroots.with_target(ruby, name) do |t|
-      { "snapshot" => [], "snapshot-nonblocking" => ["--nonblocking"] }.each do |mode, flags|
-        test("#{pre}/#{mode}/#{name}") do
-          problems, tries, first = Chroots.snapshot_problems(t, spec, ruby, flags: flags)
-          report("#{pre}/#{mode}/#{name}", problems, Chroots.note(spec, file, tries, first))
-        end
-      end
-
-      if name == "threads"
-        test("#{pre}/snapshot-text/threads") do
-          problems = snapshot_text_problems(t.pid)
-          report("#{pre}/snapshot-text/threads", problems)
-        end
-
-        test("#{pre}/record/threads") do
-          problems, note = Chroots.record_problems(t, spec)
-          report("#{pre}/record/threads", problems, note)
-        end
-      end
-
-      if name == "nested"
-        test("#{pre}/inspect/nested") do
-          res = rbpeek("inspect", "--pid", t.pid)
-          out = res.stdout.dup.force_encoding("UTF-8")
-          how = out[/^vm:.*\(found by (.*)\)$/, 1]
-          problems = []
-          problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
-          problems << "no \"ruby version: #{ruby.version}\" line: #{out.inspect}" unless out.match?(/^ruby version:\s+#{Regexp.escape(ruby.version)}$/)
-          if how.nil?
-            problems << "no \"vm: ... (found by ...)\" line: #{out.inspect}"
-          elsif exported && !how.match?(/\Aruby_current_vm(_ptr)?\z/)
-            problems << "VM found by #{how.inspect}, expected the exported symbol"
-          elsif !exported && how.match?(/ruby_current_vm/)
-            problems << "VM found by #{how.inspect}, but libruby exports no VM symbol"
-          end
-          lives = out[/^ruby lives in:\s+(\S+)/, 1]
-          problems << "\"ruby lives in\" #{lives.inspect} is not a file" unless lives && File.file?(lives)
-          report("#{pre}/inspect/nested", problems, "VM found by #{how}#{exported ? '' : ' (no VM symbol exported)'}")
-        end
-
-        METHODS.each do |m|
-          tname = "#{pre}/discovery-#{m}/nested"
-          test(tname) do
-            env = { "RBPEEK_DISCOVERY" => m }
-            if m == "symbol" && !exported
-              res = rbpeek("snapshot", "--pid", t.pid, "--json", env: env)
-              problems = []
-              problems << "#{res.describe}, expected exit 7 (no VM symbol exported)" if res.status != 7
-              problems << error_format_problem(res) if res.status == 7 && error_format_problem(res)
-              next report(tname, problems, "exit 7: libruby exports no VM symbol")
-            end
-            res = rbpeek("inspect", "--pid", t.pid, env: env)
-            how = res.stdout.dup.force_encoding("UTF-8")[/^vm:.*\(found by (.*)\)$/, 1]
-            want = { "symbol" => /\Aruby_current_vm/, "code" => /\Adecoded /, "scan" => /\Ascanned / }[m]
-            problems = []
-            problems << "rbpeek inspect #{res.describe}" unless res.status&.zero?
-            problems << "VM found by #{how.inspect}, expected #{want.inspect}" unless how&.match?(want)
-            problems += Chroots.snapshot_problems(t, spec, ruby, env: env).first if problems.empty?
-            report(tname, problems, "VM found by #{how}")
-          end
-        end
-
-        test("#{pre}/core/nested") do
-          next skip("#{pre}/core/nested", "needs gcore (gdb)") unless GCORE
-
-          live = json_of(rbpeek("snapshot", "--pid", t.pid, "--json"))
-          core = gcore(t.pid)
-          begin
-            size = File.size(core) >> 20
-            snap = json_of(rbpeek("snapshot", "--core", core, "--json"))
-            problems = Expect.snapshot_diffs(snap, spec, mode: :core, pid: t.pid, ruby_version: ruby.version)
-            got = snap["threads"].map { |x| x["tid"] }
-            want = live["threads"].map { |x| x["tid"] }
-            problems << "thread ids #{got.inspect}, live snapshot had #{want.inspect}" if got != want
-          rescue RuntimeError => e
-            problems = [e.message]
-          ensure
-            File.delete(core)
-          end
-          liveness = t.liveness_problem
-          problems << "after gcore: #{liveness}" if liveness
-          report("#{pre}/core/nested", problems, "#{Chroots.note(spec, file)}, #{size} MiB core")
-        end
-      end
-
-      test("#{pre}/snapshot-leaves-running/#{name}") do
-        problem = t.liveness_problem(spinner_tid: t.spinner_tid(spec))
-        report("#{pre}/snapshot-leaves-running/#{name}", [problem].compact)
-      end
-    end
-  rescue StandardError, Timeout::Error => e
-    fail("#{pre}/#{name}", "#{e.class}: #{e.message} (#{e.backtrace&.first})")
-  end
+  Versions.check(ruby)
 end
 puts "# 80-versions: #{elapsed.round(1)} s (setup #{setup_time.round(1)} s)" if ENV["RBPEEK_TEST_TIMES"]
 finish

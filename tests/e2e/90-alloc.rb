@@ -156,7 +156,7 @@ end
 check("alloc/chroots") do |probs|
   Chroots.each_ruby(probs) do |ruby|
     %i[tight phased].map do |mode|
-      pid = Chroots.spawn_ready(ruby, "record", "allocs.rb", mode, name: "alloc-#{ruby.xy}-#{mode}")
+      pid = Chroots.spawn_ready(ruby, "record", "allocs.rb", mode, name: "alloc-#{ruby.key}-#{mode}")
       begin
         check_target(probs, pid, File.join(Chroots::INNER, "record", "allocs.rb"), "ruby #{ruby.version}", mode)
       ensure

@@ -16,7 +16,8 @@
 # the Durians can never be right that way (the fiber has yielded).
 #
 # Class counts must be exactly 1:1:1:1 (within 2 points).  Runs on the
-# host's Ruby and on every chroot Ruby (2.7, 3.3, 3.4, 4.0 when built).  alloc-sites/thread:
+# host's Ruby, on every chroot Ruby (2.7, 3.3, 3.4) and on every Ruby found in
+# /opt/rubies and the version managers' places (lib/found_rubies.rb).  alloc-sites/thread:
 # a thread started while rbpeek watches (making Elderberries in e) is
 # picked up, its stacks exact too.  alloc-sites/pid-namespace: rbpeek and
 # the target both in a new PID namespace (unshare -pf --mount-proc), where
@@ -94,7 +95,7 @@ def run_alloc(probs, pid, path, what, *flags)
 end
 
 def target_in_chroot(ruby)
-  pid = Chroots.spawn_ready(ruby, "record", "alloc_sites.rb", name: "alloc-sites-#{ruby.xy}")
+  pid = Chroots.spawn_ready(ruby, "record", "alloc_sites.rb", name: "alloc-sites-#{ruby.key}")
   [pid, File.join(Chroots::INNER, "record", "alloc_sites.rb")]
 end
 

@@ -10,8 +10,9 @@
 # functions above the C method that called them, no interpreter frame
 # (vm_exec_core, rb_yield, ...) anywhere.  Run on:
 #   - the host's Ruby 3.1 (libruby with .dynsym only);
-#   - a Ruby 3.1.2 with full symbols (.symtab, DWARF): the static build of
-#     tools/build-static-ruby.sh, when present;
+#   - a Ruby with full symbols (.symtab, DWARF), linked statically: the
+#     "yjit" build of tools/build-debian-ruby.sh (Debian's ruby3.3 source),
+#     when present, the extension built against its headers;
 #   - the 3.3 chroot (stripped libruby; rb_vm_exec not exported), with the
 #     extension built inside the chroot.
 # Plus: a real extension from Debian (OpenSSL digest) shows its function
@@ -26,7 +27,9 @@ include E2E
 
 EXT_SRC = File.join(TARGETS, "ext", "native_test.c")
 MAIN = File.join(TARGETS, "ext", "native_main.rb")
-STATIC = "/var/cache/rbpeek-static/v3_1_2/ruby"
+BUILD_RUBY = File.join(ROOT, "tools", "build-debian-ruby.sh")
+static_dir = root? ? run([BUILD_RUBY, "--list"], timeout: 10).stdout.to_s[/^yjit (\S+)$/, 1] : nil
+STATIC = static_dir && File.join(static_dir, "prefix", "bin", "ruby")
 CHROOT = "/var/cache/rbpeek/chroots/3.3"
 NAMES = %w[native/usage native/host native/host-record native/host-formats native/late-load
            native/static native/chroot-3.3 native/openssl native/vdso
@@ -44,8 +47,8 @@ WANT_OUTER = WANT.drop(1).freeze
 INTERPRETER = /\A(vm_|rb_vm_|rb_yield|rb_funcall|rb_call|invoke_|libruby|ruby3|rb_ensure|rb_protect)/.freeze
 
 # gcc ... -shared for ruby (argv prefix to run it: [] or ["chroot", DIR]).
-def build_ext(prefix, src, out)
-  hdr = run([*prefix, "ruby", "-e", 'print RbConfig::CONFIG["rubyhdrdir"], " ", RbConfig::CONFIG["rubyarchhdrdir"]'])
+def build_ext(prefix, src, out, ruby: "ruby")
+  hdr = run([*prefix, ruby, "-e", 'print RbConfig::CONFIG["rubyhdrdir"], " ", RbConfig::CONFIG["rubyarchhdrdir"]'])
   raise "ruby in #{prefix.inspect}: #{hdr.describe}" unless hdr.status&.zero?
 
   incs = hdr.stdout.split.flat_map { |d| ["-I", d] }
@@ -166,10 +169,15 @@ else
     end
   end
 
-  if File.executable?(STATIC)
-    test("native/static") { check_exact("native/static", [STATIC, "--disable-gems", MAIN, host_so]) }
+  if STATIC && File.executable?(STATIC)
+    test("native/static") do
+      static_so = File.join(dir, "static", "native_test.so") # the name gives Init_native_test
+      FileUtils.mkdir_p(File.dirname(static_so))
+      build_ext([], EXT_SRC, static_so, ruby: STATIC)
+      check_exact("native/static", [STATIC, "--disable-gems", MAIN, static_so])
+    end
   else
-    skip("native/static", "no Ruby with full symbols (run tools/build-static-ruby.sh)")
+    skip("native/static", "no Ruby with full symbols (run tools/build-debian-ruby.sh yjit)")
   end
 end
 

@@ -14,13 +14,12 @@
 # NAME@X.Y.expect for Ruby X.Y), with paths as the target sees them.
 
 require_relative "e2e"
+require_relative "found_rubies"
 
 module Chroots
   SETUP = File.join(E2E::ROOT, "tools", "setup-rubies.sh")
   # The versions setup-rubies.sh knows, read from its "all=(...)" line.
   ALL = (File.read(SETUP)[/^all=\(([^)]*)\)/, 1] || "").split.freeze
-  # Those built from source (no Debian package yet), made only when named.
-  SOURCE_BUILT = (ALL - (File.read(SETUP)[/^debian=\(([^)]*)\)/, 1] || "").split).freeze
   INNER = "/tmp/rbpeek-targets.#{$$}" # the targets, as the chroot sees them
 
   # xy "3.4", dir the chroot, version "3.4.11" (what the chroot's ruby says)
@@ -29,23 +28,23 @@ module Chroots
       "ruby#{xy}"
     end
 
+    # The prefix of this Ruby's test names, and its key in file names.
+    def prefix
+      "ruby#{xy}"
+    end
+    alias_method :key, :prefix
+
     def host_path(inner)
       File.join(dir, inner)
     end
 
-    # The libruby the chroot's ruby uses (host path), or nil: Debian's, or
-    # a source build's in /usr/local (4.0).
+    # The libruby the chroot's ruby uses (host path), or nil: Debian's.
     def libruby
-      (Dir.glob(File.join(dir, "usr/lib/*/libruby-#{xy}.so.*")) +
-       Dir.glob(File.join(dir, "usr/local/lib/libruby.so.#{xy}.*"))).min
+      Dir.glob(File.join(dir, "usr/lib/*/libruby-#{xy}.so.*")).min
     end
 
-    # Whether libruby has a VM symbol (Debian's 3.3 and 3.4 export none and
-    # strip .symtab): its name is then nowhere in the file's string tables.
     def exports_vm_symbol?
-      lib = libruby or return false
-      data = File.binread(lib)
-      data.include?("\0ruby_current_vm_ptr\0") || data.include?("\0ruby_current_vm\0")
+      FoundRubies.vm_symbol_in?(libruby)
     end
   end
 
@@ -63,24 +62,30 @@ module Chroots
       xy, dir = line.split
       Ruby.new(xy, dir, File.read(File.join(dir, "RUBY_VERSION")).strip)
     end
-    missing = (ALL - rubies.map(&:xy)).to_h do |v|
-      why = if SOURCE_BUILT.include?(v)
-              "Ruby #{v} is built from source only on request: tools/setup-rubies.sh --dev #{v} (.ci/run does)"
-            else
-              problem || "chroot not ready after tools/setup-rubies.sh"
-            end
-      [v, why]
-    end
+    missing = (ALL - rubies.map(&:xy)).to_h { |v| [v, problem || "chroot not ready after tools/setup-rubies.sh"] }
     rubies.each { |r| install_targets(r) }
     at_exit { rubies.each { |r| FileUtils.rm_rf(r.host_path(INNER)) } }
     [rubies, missing]
   end
 
-  # A check over every ready chroot Ruby: yields each (the block returns its
+  # The version managers' Rubies of this machine (FoundRubies.all), with the
+  # targets copied to INNER on the host.  Returns [Rubies, where it looked].
+  def found
+    rubies = FoundRubies.all
+    unless rubies.empty?
+      install_targets(rubies.first) # one copy: they share the root /
+      at_exit { FileUtils.rm_rf(INNER) }
+    end
+    [rubies, FoundRubies.where]
+  end
+
+  # A check over every ready chroot Ruby and every found one: yields each (the block returns its
   # note, or an array of notes), adds a note for each version not run and a
   # problem when none is ready; returns the notes joined.
+  # The version managers' Rubies (found) run after the chroots' ones.
   def each_ruby(probs)
     rubies, missing = prepare
+    rubies += found.first if E2E.root?
     notes = rubies.flat_map { |ruby| Array(yield(ruby)) }
     missing.each { |xy, why| notes << "#{xy} not run (#{why})" }
     probs << "no chroot Ruby is ready: #{missing.inspect}" if rubies.empty?
@@ -165,20 +170,23 @@ module Chroots
   class Target < E2E::Target
     attr_reader :ruby, :how, :child
 
-    def initialize(ruby, name, how: :chroot, oracle: false, user: nil)
+    # name: a target of tests/targets ("threads", "yjit/hot"); env: more
+    # environment for it
+    def initialize(ruby, name, how: :chroot, oracle: false, user: nil, env: {})
       @ruby = ruby
       @name = name
       @how = how
       run = File.join(INNER, ".run")
-      @inner_ready = File.join(run, "#{how}-#{name}.ready")
-      @inner_oracle = oracle ? File.join(run, "#{how}-#{name}.oracle.json") : nil
+      tag = name.tr("/", "-")
+      @inner_ready = File.join(run, "#{how}-#{tag}.ready")
+      @inner_oracle = oracle ? File.join(run, "#{how}-#{tag}.oracle.json") : nil
       [@inner_ready, "#{@inner_ready}.pong", @inner_oracle].compact.each do |f|
         FileUtils.rm_f(ruby.host_path(f))
       end
-      env = { "RBPEEK_READY" => @inner_ready, "LANG" => "C.UTF-8", "LC_ALL" => nil }
+      env = env.merge("RBPEEK_READY" => @inner_ready, "LANG" => "C.UTF-8", "LC_ALL" => nil)
       env["RBPEEK_ORACLE"] = @inner_oracle if oracle
-      @log = File.join(E2E::OUT, "#{ruby.xy}-#{how}-#{name}.#{$$}.log")
-      @mnt = how == :overlay ? File.join(E2E::OUT, "overlay.#{$$}.#{ruby.xy}.#{name}") : nil
+      @log = File.join(E2E::OUT, "#{ruby.key}-#{how}-#{tag}.#{$$}.log")
+      @mnt = how == :overlay ? File.join(E2E::OUT, "overlay.#{$$}.#{ruby.key}.#{tag}") : nil
       FileUtils.mkdir_p(@mnt) if @mnt
       @child = Process.spawn(env, *argv(user), in: "/dev/null", out: @log, err: [:child, :out], pgroup: true)
       E2E.register_pid(@child)
@@ -227,8 +235,8 @@ module Chroots
     def wait_ready(timeout: 30)
       deadline = Time.now + timeout
       loop do
-        raise "target #{@ruby.xy}/#{@name} exited before it was ready: #{log_text}" if exited?
-        raise "target #{@ruby.xy}/#{@name} not ready after #{timeout} s: #{log_text}" if Time.now > deadline
+        raise "target #{@ruby.key}/#{@name} exited before it was ready: #{log_text}" if exited?
+        raise "target #{@ruby.key}/#{@name} not ready after #{timeout} s: #{log_text}" if Time.now > deadline
 
         if (@pid ||= find_pid)
           # Through the target's root: inside an overlay it exists nowhere else.

@@ -1,0 +1,104 @@
+# frozen_string_literal: true
+# e2e-timeout: 300
+#
+# 89-yjit.rb - methods and lines under YJIT as right as in the interpreter.
+# tests/targets/yjit/hot.rb runs with --yjit --yjit-call-threshold=1 (every
+# method compiled on its first call) and parks threads in compiled code: one
+# blocked in sleep below two compiled methods, two spinning in compiled loops
+# (on a global variable, and on a local one: no instruction there makes YJIT
+# write cfp->pc).  On each YJIT Ruby:
+#   yjit-on        RubyVM::YJIT.enabled?, and compiling Hot#warm made code
+#   oracle         Ruby's own backtrace_locations match yjit/hot.expect
+#   snapshot       once the target settled, 10 snapshots in a row, each
+#                  with exactly the frames of yjit/hot.expect
+#   record         record -f collapsed: every thread's expected stack, and
+#                  next to nothing else (a stale PC would show as other lines)
+# The YJIT Rubies: the "yjit" build of tools/build-debian-ruby.sh (Debian's
+# ruby3.3 source, Rust YJIT; skipped with the reason when it is not built),
+# the host's ruby when its build has YJIT (Debian's 3.1: the C YJIT), and any
+# Ruby of 81-found-rubies.rb built with YJIT.  Test names:
+# yjit/<ruby>+yjit/<check>.
+require_relative "lib/versions"
+include E2E
+
+NAME = "yjit/hot"
+CHECKS = %w[yjit-on oracle snapshot record].freeze
+SNAPSHOTS = 10
+
+exit 0 if skip_without_rbpeek(["yjit"])
+unless root?
+  skip("yjit", "needs root (the targets run under chroot /)")
+  exit 0
+end
+
+# Whether exe runs with YJIT enabled.
+def yjit?(exe)
+  system(exe, "--disable-gems", "--yjit", "-e", "exit(defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? 0 : 1)",
+         out: File::NULL, err: File::NULL)
+end
+
+host_exe = run(["sh", "-c", "command -v #{RUBY}"], timeout: 10).stdout.to_s.strip
+found = FoundRubies.all
+candidates = found.dup
+host = !host_exe.empty? && FoundRubies.describe("host", host_exe)
+candidates.unshift(host) if host && found.none? { |r| File.realpath(r.exe) == File.realpath(host_exe) }
+rubies = candidates.select { |r| yjit?(r.exe) }.map { |r| r.with_flags("--yjit", "--yjit-call-threshold=1") }
+unless found.any? { |r| r.origin == "debsrc:yjit" }
+  skip("yjit/debsrc:yjit", "no Debian-source YJIT Ruby (run tools/build-debian-ruby.sh yjit)")
+end
+if rubies.empty?
+  skip("yjit", "no Ruby with YJIT (host #{host_exe.inspect}; #{FoundRubies.where})")
+  exit 0
+end
+Chroots.install_targets(rubies.first) # on the host's root: one copy for all
+at_exit { FileUtils.rm_rf(Chroots::INNER) }
+
+rubies.each do |ruby|
+  pre = "yjit/#{ruby.prefix}"
+  spec, file = Chroots.spec(NAME, ruby)
+  info_file = File.join(Chroots::INNER, ".run", "yjit-info.#{ruby.key}.json")
+  FileUtils.rm_f(info_file)
+  Chroots.with_target(ruby, NAME, oracle: true, env: { "RBPEEK_YJIT_INFO" => info_file }) do |t|
+    test("#{pre}/yjit-on") do
+      info = JSON.parse(File.read(info_file))
+      problems = []
+      problems << "RubyVM::YJIT.enabled? is false" unless info["enabled"]
+      problems << "compiling Hot#warm made no code (#{info['warm_code_bytes']} bytes)" unless info["warm_code_bytes"].to_i.positive?
+      report("#{pre}/yjit-on", problems, "Hot#warm compiled to #{info['warm_code_bytes']} bytes")
+    end
+
+    test("#{pre}/oracle") do
+      oracle = t.oracle
+      problems = Expect.oracle_diffs(oracle, spec)
+      problems << "target runs Ruby #{oracle['ruby_version']}, expected #{ruby.version}" if oracle["ruby_version"] != ruby.version
+      report("#{pre}/oracle", problems, Chroots.note(spec, file))
+    end
+
+    test("#{pre}/snapshot") do
+      # first, as everywhere, until the harness's "oracle" thread has ended
+      problems, = Chroots.snapshot_problems(t, spec, ruby)
+      SNAPSHOTS.times do |i|
+        res = rbpeek("snapshot", "--pid", t.pid, "--json")
+        # frames exactly; a sleeping thread may be caught awake (Ruby
+        # wakes one now and then to keep time when threads want the GVL)
+        diffs = if res.status&.zero?
+                  Expect.snapshot_diffs(json_of(res), spec, mode: :live, pid: t.pid,
+                                                            ruby_version: ruby.version, loose_state: true)
+                else
+                  ["rbpeek #{res.describe}"]
+                end
+        problems.concat(diffs.map { |d| "snapshot #{i + 1}: #{d}" })
+        break unless problems.empty?
+      end
+      report("#{pre}/snapshot", problems, "#{SNAPSHOTS} snapshots, #{Chroots.note(spec, file)}")
+    end
+
+    test("#{pre}/record") do
+      problems, note = Chroots.record_problems(t, spec)
+      report("#{pre}/record", problems, note)
+    end
+  end
+rescue StandardError, Timeout::Error => e
+  fail(pre, "#{e.class}: #{e.message} (#{e.backtrace&.first})")
+end
+finish

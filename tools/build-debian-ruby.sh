@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# build-debian-ruby.sh - Rubies built from a Debian SOURCE package, for the
+# tests that need a build shape no Debian binary package has.  The source is
+# ruby3.3 of trixie (`apt-get source` with a deb-src line for the machine's
+# own Debian mirror, read from its apt sources by tools/debian-mirror.sh,
+# through a private apt state: the machine's apt configuration is not
+# touched).  Built on the host (its gcc, its glibc; baseruby: the host's
+# ruby), so the binaries run directly, and in a chroot too (glibc newer).
+#
+#   tools/build-debian-ruby.sh [VARIANT...]   build the missing ones (default: all)
+#   tools/build-debian-ruby.sh --list         print "VARIANT DIR" for ready ones
+#
+# Variants, each in $RBPEEK_DEBSRC/<variant>/ (default /var/cache/rbpeek/debsrc),
+# a READY file marking a finished one (an interrupted build is redone):
+#   yjit      Ruby 3.3 configured --disable-shared --enable-yjit (Rust YJIT,
+#             rustc from Debian's package), with Ruby's default -ggdb3 and
+#             not stripped: `ruby` links Ruby statically (no libruby.so) and
+#             carries full DWARF.  Installed in yjit/prefix (bin/ruby, its
+#             library).  The static and split-debug-info tests, the DWARF
+#             layout tests and the YJIT test use it.
+#   bpcheck   miniruby of Ruby 3.3 built with -DVM_DEBUG_BP_CHECK=1 (every
+#             control frame one word longer than the 3.3 table says):
+#             bpcheck/miniruby (with DWARF) and bpcheck/miniruby.stripped.
+#             Made from the yjit variant's tree when that is built (so
+#             build yjit first, as the default order does).
+#
+# Each variant's log is $RBPEEK_DEBSRC/<variant>.log; its build time (s) is
+# written to <variant>/BUILD_SECONDS.  Measured on 2 shared cores: see
+# .ci/run.  Needs root (apt-get install of the build dependencies).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=${RBPEEK_DEBSRC:-/var/cache/rbpeek/debsrc}
+suite=trixie
+package=ruby3.3
+all=(yjit bpcheck)
+
+if [ "${1:-}" = --list ]; then
+	for v in "${all[@]}"; do
+		[ -f "$root/$v/READY" ] && echo "$v $root/$v"
+	done
+	exit 0
+fi
+[ "$(id -u)" = 0 ] || { echo "build-debian-ruby.sh: needs root (apt-get)" >&2; exit 1; }
+
+# Debian's own toolchain only: never a rustup rustc from the PATH.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export RUSTC=/usr/bin/rustc
+
+deps="build-essential dpkg-dev rustc ruby libyaml-dev libffi-dev libssl-dev zlib1g-dev libgmp-dev"
+install_deps() {
+	local have
+	# shellcheck disable=SC2086
+	have=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $deps 2>/dev/null | awk '$1 == "ii" { n++ } END { print n + 0 }')
+	[ "$have" = "$(echo $deps | wc -w)" ] && return 0
+	apt-get -o DPkg::Lock::Timeout=300 update -qq
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq $deps
+}
+
+# The unpacked, patched source of $package in $root/src (shared by the
+# variants, which build out of tree); SOURCE_READY marks it.
+fetch_source() {
+	local src=$root/src
+	[ -f "$src/SOURCE_READY" ] && return 0
+	local mirror key apt tmp
+	mirror=$("$here/debian-mirror.sh")
+	key=$("$here/debian-mirror.sh" --keyring)
+	tmp=$(mktemp -d)
+	mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+	echo "deb-src ${key:+[signed-by=$key] }$mirror $suite main" >"$tmp/sources.list"
+	apt=(apt-get -o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o Acquire::Check-Valid-Until=false)
+	"${apt[@]}" update
+	rm -rf "$src"
+	mkdir -p "$src"
+	(cd "$src" && "${apt[@]}" source "$package")
+	rm -rf "$tmp"
+	local tree
+	tree=$(find "$src" -mindepth 1 -maxdepth 1 -type d -name "$package-*" | head -n 1)
+	[ -x "$tree/configure" ] || { echo "no configure in $tree"; return 1; }
+	ln -sfn "$(basename "$tree")" "$src/tree"
+	touch "$src/SOURCE_READY"
+}
+
+build_yjit() {
+	local dir=$1
+	mkdir -p "$dir/build"
+	cd "$dir/build"
+	"$root/src/tree/configure" --prefix="$dir/prefix" --disable-shared --enable-yjit \
+		--disable-install-doc --with-baseruby=/usr/bin/ruby
+	grep -q '^YJIT_SUPPORT=yes' Makefile || { echo "configure did not enable YJIT"; return 1; }
+	nice make -j"$(nproc)"
+	make install
+	"$dir/prefix/bin/ruby" --yjit -e 'exit RubyVM::YJIT.enabled? ? 0 : 1'
+	# no libruby.so: the executable holds Ruby
+	! ldd "$dir/prefix/bin/ruby" | grep -q libruby
+	readelf -S "$dir/prefix/bin/ruby" | grep -q debug_info
+}
+
+# miniruby only (enough to run a script; the whole build would double the
+# time): from a copy of the yjit variant's configured tree when there is one
+# (its generated sources reused, every object rebuilt with the flag), else
+# configured afresh.
+build_bpcheck() {
+	local dir=$1 flag=-DVM_DEBUG_BP_CHECK=1
+	if [ -f "$root/yjit/READY" ] && [ -f "$root/yjit/build/Makefile" ]; then
+		cp -a "$root/yjit/build" "$dir/build"
+		cd "$dir/build"
+		find . -name '*.o' -not -path './ext/*' -delete
+		rm -f miniruby ruby
+	else
+		mkdir -p "$dir/build"
+		cd "$dir/build"
+		"$root/src/tree/configure" --disable-shared --disable-install-doc \
+			--with-baseruby=/usr/bin/ruby
+	fi
+	nice make -j"$(nproc)" cppflags="$flag" miniruby
+	cp miniruby "$dir/miniruby"
+	strip -o "$dir/miniruby.stripped" "$dir/miniruby"
+	"$dir/miniruby" -e 'exit 1 unless RUBY_VERSION.start_with?("3.3")'
+	# the flag is in: VM_DEBUG_BP_CHECK's bp_check field is in the DWARF
+	{ readelf --debug-dump=info "$dir/miniruby"; true; } | grep -q 'DW_AT_name.*: bp_check'
+	rm -rf "$dir/build"
+}
+
+one() {
+	local v=$1 dir=$root/$1 t0
+	[ -f "$dir/READY" ] && return 0
+	case $v in yjit|bpcheck) ;; *) echo "build-debian-ruby.sh: unknown variant $v" >&2; return 1;; esac
+	echo "build-debian-ruby.sh: building $v in $dir (log: $root/$v.log)" >&2
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	t0=$(date +%s)
+	("build_$v" "$dir") >"$root/$v.log" 2>&1 || return 1
+	echo $(($(date +%s) - t0)) >"$dir/BUILD_SECONDS"
+	touch "$dir/READY"
+	echo "build-debian-ruby.sh: $v ready in $dir ($(cat "$dir/BUILD_SECONDS") s)" >&2
+}
+
+mkdir -p "$root"
+exec 9>"$root/.lock"
+flock -w 3600 9 || { echo "build-debian-ruby.sh: $root/.lock still held after 60 min" >&2; exit 1; }
+install_deps >"$root/deps.log" 2>&1 || { echo "build-debian-ruby.sh: installing $deps failed, see $root/deps.log" >&2; exit 1; }
+t0=$(date +%s)
+fetch_source >"$root/src.log" 2>&1 || { echo "build-debian-ruby.sh: apt-get source $package failed, see $root/src.log" >&2; exit 1; }
+echo "build-debian-ruby.sh: source ready ($(($(date +%s) - t0)) s)" >&2
+status=0
+for v in "${@:-${all[@]}}"; do
+	one "$v" || { echo "build-debian-ruby.sh: $v failed, see $root/$v.log" >&2; status=1; }
+done
+exit $status
