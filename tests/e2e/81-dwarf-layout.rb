@@ -43,18 +43,6 @@ def names_for(pre)
    %w[inspect table-agrees record/threads debuglink/nested subprocesses]).map { |n| "#{pre}/#{n}" }
 end
 
-# The expectation of target NAME on Ruby version: the targets' own paths
-# absolute, <internal:...> ones as they are.
-def spec_for(name, version)
-  base = TARGETS
-  expectation(name, version).each do |t|
-    t.frames = t.frames.map do |f|
-      rel = f.path.delete_prefix("#{base}/")
-      rel.start_with?("<") ? Expect::Frame.new(f.kind, f.label, rel, f.line) : f
-    end
-  end
-end
-
 # Problems of a snapshot of target t (options flags, environment env)
 # against spec; retried while the stacks settle.
 def snapshot_problems(t, spec, version, flags: [], env: {})
@@ -121,7 +109,7 @@ def debuglink_test(pre, bin, file, version)
   return skip(name, "needs objcopy and objdump (binutils)") unless system("command -v objcopy objdump >/dev/null 2>&1")
 
   dir, debug = split_libruby(file)
-  spec = spec_for("nested", version)
+  spec = expectation_as_seen("nested", version)
   with_target("nested", ruby: bin, env: { "LD_LIBRARY_PATH" => dir }) do |t|
     maps = File.read("/proc/#{t.pid}/maps")
     next fail(name, "the target did not load the split copy from #{dir}") unless maps.include?(dir)
@@ -212,7 +200,7 @@ candidate_rubies.each do |bin|
   found += 1
 
   TARGET_NAMES.each do |name|
-    spec = spec_for(name, version)
+    spec = expectation_as_seen(name, version)
     with_target(name, oracle: true, ruby: bin) do |t|
       test("#{pre}/oracle/#{name}") do
         report("#{pre}/oracle/#{name}", Expect.oracle_diffs(t.oracle, spec),

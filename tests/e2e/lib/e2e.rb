@@ -328,6 +328,17 @@ module E2E
     Expect.load(Expect.file_for(TARGETS, name, version), TARGETS)
   end
 
+  # The same, with <internal:...> paths as Ruby reports them (not made
+  # absolute under tests/targets): for a target run from tests/targets.
+  def expectation_as_seen(name, version = RUBY_VERSION)
+    expectation(name, version).each do |t|
+      t.frames = t.frames.map do |f|
+        rel = f.path.delete_prefix("#{TARGETS}/")
+        rel.start_with?("<") ? Expect::Frame.new(f.kind, f.label, rel, f.line) : f
+      end
+    end
+  end
+
   # Run `attempts` times until block returns no problems (stacks of a target
   # that has just become ready may take a moment to settle).  Returns
   # [problems of the last attempt, attempts used, first problem seen].
