@@ -190,11 +190,9 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	if (err)
 		return err;
 	int holder = 0;
-	for (size_t i = 0; i < l->stacks.n_threads; i++)
-		holder |= l->stacks.threads[i].has_gvl;
-	st->no_gvl_holder += !holder;
 	for (size_t i = 0; i < l->stacks.n_threads; i++) {
 		const struct rbp_thread *th = &l->stacks.threads[i];
+		holder |= th->has_gvl;
 		uint64_t state = 0;
 		/* on-CPU is known for free when read paused: flag it even without --on-cpu */
 		uint8_t flags = (th->has_gvl ? RBP_SAMPLE_GVL : 0) |
@@ -215,6 +213,7 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 			return err;
 		st->samples++;
 	}
+	st->no_gvl_holder += !holder;
 	return RBP_OK;
 }
 
