@@ -35,7 +35,7 @@ struct rbp_layout {
 	/* ---- special constants and object flags ------------------------ */
 	uint64_t qnil, qtrue, qfalse, qundef;
 	uint32_t t_mask;         /* RUBY_T_MASK (0x1f) */
-	uint8_t t_string, t_array, t_class, t_module, t_iclass, t_imemo, t_object;
+	uint8_t t_string, t_array, t_class, t_module, t_iclass, t_imemo, t_object, t_data;
 	uint8_t fl_ushift;       /* RUBY_FL_USHIFT (12) */
 	uint64_t fl_singleton;   /* RUBY_FL_SINGLETON bit */
 	uint8_t imemo_mask;      /* imemo type = (flags >> fl_ushift) & imemo_mask */
@@ -171,8 +171,12 @@ struct rbp_layout {
 	uint8_t id_scope_shift;     /* RUBY_ID_SCOPE_SHIFT */
 	uint32_t last_op_id;        /* tLAST_OP_ID */
 	uint16_t id_entry_unit;     /* ID_ENTRY_UNIT (512) */
-	uint8_t id_entry_size;      /* ID_ENTRY_SIZE (2) */
-	uint8_t id_entry_str;       /* ID_ENTRY_STR (0) */
+	uint8_t id_entry_size;      /* ID_ENTRY_SIZE (2): VALUEs per ID; 4.1+ sizeof(struct sym_id_entry) / 8 */
+	uint8_t id_entry_str;       /* ID_ENTRY_STR (0): the name's VALUE; 4.1+ offsetof(.., str) / 8 */
+	/* 4.1+: each ids chunk is a T_DATA (RTypedData) whose data is an
+	 * rb_darray of struct sym_id_entry; before, the chunk is an Array */
+	int16_t id_chunk_data;      /* offsetof(struct RTypedData, data); -1: chunks are Arrays */
+	uint8_t id_chunk_first;     /* offset of the first entry in that darray (its meta header) */
 
 	/* ---- the garbage collector (rb_objspace, private to gc.c) ------ */
 	int16_t vm_objspace;        /* rb_vm_t.objspace; 3.4+ gc.objspace (rb_objspace_t *) */

@@ -29,13 +29,14 @@ static const char *const want_types[] = {
 	"struct RClass_and_rb_classext_t",  /* 3.3+, class.c */
 	"rb_symbols_t", "struct symbols",   /* 2.7+ / before, symbol.c */
 	"rb_darray_meta_t", "RVALUE",       /* 3.4+ / before, gc.c */
+	"struct sym_id_entry", "struct RTypedData", /* 4.1+, symbol.c */
 };
 
 /* Every constant; several exist only in some versions (absent is an answer). */
 static const char *const want_consts[] = {
 	"RUBY_Qnil", "RUBY_Qtrue", "RUBY_Qfalse", "RUBY_Qundef", "RUBY_T_MASK",
 	"RUBY_T_STRING", "RUBY_T_ARRAY", "RUBY_T_CLASS", "RUBY_T_MODULE", "RUBY_T_ICLASS",
-	"RUBY_T_IMEMO", "RUBY_T_OBJECT", "RUBY_FL_USHIFT", "RUBY_FL_USER0", "RUBY_FL_SINGLETON",
+	"RUBY_T_IMEMO", "RUBY_T_OBJECT", "RUBY_T_DATA", "RUBY_FL_USHIFT", "RUBY_FL_USER0", "RUBY_FL_SINGLETON",
 	"RUBY_IMEMO_MASK", "imemo_ment", "imemo_iseq", "imemo_cref",
 	"THREAD_RUNNABLE", "THREAD_STOPPED", "THREAD_STOPPED_FOREVER", "THREAD_KILLED",
 	"VM_ENV_DATA_INDEX_ME_CREF", "VM_ENV_DATA_INDEX_SPECVAL", "VM_ENV_DATA_INDEX_FLAGS",
@@ -174,6 +175,7 @@ static void fill_objects(struct ctx *c)
 	CONST(t_iclass, "RUBY_T_ICLASS");
 	CONST(t_imemo, "RUBY_T_IMEMO");
 	CONST(t_object, "RUBY_T_OBJECT");
+	CONST(t_data, "RUBY_T_DATA");
 	if (!rbp_dwarf_const(c->d, "RUBY_FL_USHIFT", &v)) {
 		SET(fl_ushift, v);
 	} else if (!rbp_dwarf_const(c->d, "RUBY_FL_USER0", &v) && v > 0) {
@@ -256,7 +258,9 @@ static void fill_frames(struct ctx *c)
 	SET(cfp_size, size_of(c, "rb_control_frame_t"));
 	SET(cfp_pc, off(c, "rb_control_frame_t", "pc"));
 	SET(cfp_sp, off(c, "rb_control_frame_t", "sp"));
-	SET(cfp_iseq, off(c, "rb_control_frame_t", "iseq"));
+	/* 4.1 renamed it _iseq (read through CFP_ISEQ()), same place */
+	SET(cfp_iseq, off(c, "rb_control_frame_t",
+			  has(c, "rb_control_frame_t", "_iseq") ? "_iseq" : "iseq"));
 	SET(cfp_self, off(c, "rb_control_frame_t", "self"));
 	SET(cfp_ep, off(c, "rb_control_frame_t", "ep"));
 	CONST(env_me_cref, "VM_ENV_DATA_INDEX_ME_CREF");
@@ -418,8 +422,19 @@ static void fill_symbols(struct ctx *c)
 	CONST(id_scope_shift, "RUBY_ID_SCOPE_SHIFT");
 	CONST(last_op_id, "tLAST_OP_ID");
 	CONST(id_entry_unit, "ID_ENTRY_UNIT");
-	CONST(id_entry_size, "ID_ENTRY_SIZE");
-	CONST(id_entry_str, "ID_ENTRY_STR");
+	if (has(c, "struct sym_id_entry", "str")) {
+		/* 4.1+: each chunk of ids is a T_DATA whose data is an
+		 * rb_darray(struct sym_id_entry): a meta header, then entries */
+		SET(id_entry_size, size_of(c, "struct sym_id_entry") / 8);
+		SET(id_entry_str, off(c, "struct sym_id_entry", "str") / 8);
+		SET(id_chunk_data, off(c, "struct RTypedData", "data"));
+		SET(id_chunk_first, size_of(c, "rb_darray_meta_t"));
+	} else {
+		CONST(id_entry_size, "ID_ENTRY_SIZE");
+		CONST(id_entry_str, "ID_ENTRY_STR");
+		SET(id_chunk_data, -1);
+		SET(id_chunk_first, 0);
+	}
 }
 
 static void fill_gc(struct ctx *c)

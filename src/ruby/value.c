@@ -207,6 +207,32 @@ int rv_array_get(struct rbp_vm *vm, uint64_t ary, uint64_t i, uint64_t *out)
  * ID -> name through the global symbol table: ids is an Array of Arrays of
  * id_entry_unit entries, each entry id_entry_size VALUEs (string, symbol).
  */
+/*
+ * 4.1+: VALUE number SLOT of the entries of an ids chunk, a T_DATA whose
+ * data is an rb_darray of struct sym_id_entry ({size, capa} then the
+ * entries); INDEX (the entry's number) must be below the darray's size.
+ */
+static int id_chunk_get(struct rbp_vm *vm, uint64_t chunk, uint64_t index, uint64_t slot,
+			uint64_t *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t flags, darray, size;
+	int err;
+
+	if (!chunk || chunk == L->qnil || (chunk & 7))
+		return RBP_ENOSYM;
+	if ((err = rv_word(vm, chunk, &flags)))
+		return err;
+	if ((flags & L->t_mask) != L->t_data)
+		return RBP_ECORRUPT;
+	if ((err = rv_word(vm, chunk + (uint64_t)L->id_chunk_data, &darray)) ||
+	    (err = rv_word(vm, darray, &size)))
+		return err;
+	if (index >= size || size > L->id_entry_unit)
+		return RBP_ENOSYM;
+	return rv_word(vm, darray + L->id_chunk_first + slot * 8, out);
+}
+
 int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 {
 	const struct rbp_layout *L = vm->L;
@@ -226,9 +252,14 @@ int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 		return err;
 	if (serial == 0 || serial > last)
 		return RBP_ENOSYM;
-	if ((err = rv_array_get(vm, ids, serial / L->id_entry_unit, &chunk)) ||
-	    (err = rv_array_get(vm, chunk, (serial % L->id_entry_unit) * L->id_entry_size +
-				L->id_entry_str, &str)))
+	uint64_t slot = (serial % L->id_entry_unit) * L->id_entry_size + L->id_entry_str;
+	if ((err = rv_array_get(vm, ids, serial / L->id_entry_unit, &chunk)))
+		return err;
+	if (L->id_chunk_data < 0)
+		err = rv_array_get(vm, chunk, slot, &str);
+	else
+		err = id_chunk_get(vm, chunk, serial % L->id_entry_unit, slot, &str);
+	if (err)
 		return err;
 	if ((err = rv_string_intern(vm, str, out)))
 		return err == RBP_ECORRUPT ? RBP_ENOSYM : err;

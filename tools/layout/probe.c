@@ -33,6 +33,11 @@
 #endif
 #include "rbpeek-private.h"
 #include "probe.h"
+#if V(4, 1)
+#include "darray.h"
+/* the darray ids' chunks wrap (symbol.c: rb_darray(struct sym_id_entry)) */
+struct rbp_sym_id_darray { rb_darray_meta_t meta; struct sym_id_entry data[]; };
+#endif
 
 /* Which shape of RClass / classext this version has. */
 #if V(3, 3)
@@ -83,6 +88,7 @@ int main(void)
 	hex("t_iclass", T_ICLASS);
 	hex("t_imemo", T_IMEMO);
 	hex("t_object", T_OBJECT);
+	hex("t_data", T_DATA);
 	num("fl_ushift", FL_USHIFT);
 	hex("fl_singleton", (unsigned long long)FL_SINGLETON);
 	hex("imemo_mask", IMEMO_MASK);
@@ -178,7 +184,11 @@ int main(void)
 	num("cfp_size", sizeof(rb_control_frame_t));
 	OFF("cfp_pc", rb_control_frame_t, pc);
 	OFF("cfp_sp", rb_control_frame_t, sp);
+#if V(4, 1)
+	OFF("cfp_iseq", rb_control_frame_t, _iseq); /* renamed, read via CFP_ISEQ() */
+#else
 	OFF("cfp_iseq", rb_control_frame_t, iseq);
+#endif
 	OFF("cfp_self", rb_control_frame_t, self);
 	OFF("cfp_ep", rb_control_frame_t, ep);
 
@@ -372,8 +382,19 @@ int main(void)
 	num("id_scope_shift", ID_SCOPE_SHIFT);
 	hex("last_op_id", tLAST_OP_ID);
 	num("id_entry_unit", ID_ENTRY_UNIT);
+#if V(4, 1)
+	/* ids[serial / ID_ENTRY_UNIT] is a T_DATA wrapping an rb_darray of
+	 * struct sym_id_entry (both private to symbol.c: rbpeek-private.h) */
+	num("id_entry_size", sizeof(struct sym_id_entry) / sizeof(VALUE));
+	num("id_entry_str", offsetof(struct sym_id_entry, str) / sizeof(VALUE));
+	OFF("id_chunk_data", struct RTypedData, data);
+	num("id_chunk_first", offsetof(struct rbp_sym_id_darray, data));
+#else
 	num("id_entry_size", ID_ENTRY_SIZE);
 	num("id_entry_str", ID_ENTRY_STR);
+	num("id_chunk_data", -1);
+	num("id_chunk_first", 0);
+#endif
 	/* the closing "\t}," comes after probe_gc.c's fields (tools/layout/gen) */
 	return 0;
 }
