@@ -29,7 +29,7 @@ static const char *const want_types[] = {
 	"struct RClass_and_rb_classext_t",  /* 3.3+, class.c */
 	"rb_symbols_t", "struct symbols",   /* 2.7+ / before, symbol.c */
 	"rb_darray_meta_t", "RVALUE",       /* 3.4+ / before, gc.c */
-	"struct sym_id_entry", "struct RTypedData", /* 4.1+, symbol.c */
+	"struct sym_id_entry", "struct RTypedData", "struct RBasic", /* 4.1+ */
 };
 
 /* Every constant; several exist only in some versions (absent is an answer). */
@@ -471,11 +471,17 @@ static void fill_gc(struct ctx *c)
 	SET(page_total_slots, off(c, P, "total_slots"));
 	SET(page_free_slots, off(c, P, "free_slots"));
 	SET(page_slot_size, off_opt(c, P, "slot_size"));   /* 3.1+ */
-	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro) */
+	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro); 4.1+ the
+	 * smallest of the listed pool sizes (pool_slot_sizes[0], a static
+	 * array, not a constant), which holds an RBasic and two VALUEs: rbpeek
+	 * uses it only as the lower bound of a page's slot size */
+	int64_t base;
 	if (!rbp_dwarf_sizeof(c->d, "RVALUE", &size))
 		SET(slot_size_base, size);
+	else if (!rbp_dwarf_const(c->d, "BASE_SLOT_SIZE", &base))
+		SET(slot_size_base, base);
 	else
-		CONST(slot_size_base, "BASE_SLOT_SIZE");
+		SET(slot_size_base, size_of(c, "struct RBasic") + 16);
 	CONST(heap_page_size, "HEAP_PAGE_SIZE");
 }
 

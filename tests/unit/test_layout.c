@@ -221,11 +221,14 @@ int main(void)
 			CHECK(l->id_scope_shift >= 3 && l->id_scope_shift <= 4);
 			CHECK(l->last_op_id > 0 && l->last_op_id < 0x1000);
 			CHECK(l->id_entry_unit == 512 && l->id_entry_size >= 2 && l->id_entry_str < l->id_entry_size);
+			/* 4.1+: chunks are T_DATA (RTypedData.data after flags, klass, fields_obj, type) */
+			CHECK(l->id_chunk_data == -1 || (l->id_chunk_data >= 16 && aligned8(l->id_chunk_data) &&
+							 l->id_chunk_first >= 8 && l->t_data == 0xc));
 
 			/* the collector (rb_objspace) */
 			CHECK(l->vm_objspace > 0 && l->vm_objspace < 4096 && aligned8(l->vm_objspace));
-			CHECK(l->gc_mode.off >= 0 && l->gc_mode.off < 64 && l->gc_mode.mask == 3);
-			CHECK(l->gc_during_gc.off >= 0 && l->gc_during_gc.off < 64 && l->gc_during_gc.mask == 1);
+			CHECK(l->gc_mode.off >= 0 && l->gc_mode.off < 128 && l->gc_mode.mask == 3);
+			CHECK(l->gc_during_gc.off >= 0 && l->gc_during_gc.off < 128 && l->gc_during_gc.mask == 1);
 			CHECK(l->gc_mode.off != l->gc_during_gc.off || l->gc_mode.shift != l->gc_during_gc.shift);
 			CHECK(l->gc_mode_none == 0 && l->gc_mode_marking != l->gc_mode_sweeping);
 			CHECK(l->gc_mode_marking <= 3 && l->gc_mode_sweeping <= 3);
@@ -241,7 +244,8 @@ int main(void)
 			CHECK(l->page_start >= 0 && aligned8(l->page_start));
 			CHECK(l->page_total_slots >= 0 && l->page_free_slots >= 0);
 			CHECK(l->page_slot_size >= 0 || l->major < 3 || (l->major == 3 && l->minor < 1));
-			CHECK(l->slot_size_base == 40);
+			/* sizeof(RVALUE) / BASE_SLOT_SIZE; 4.1+ the smallest of its twelve pools */
+			CHECK(l->slot_size_base == (l->major > 4 || (l->major == 4 && l->minor >= 1) ? 32 : 40));
 			CHECK(l->heap_page_size >= 16 * 1024 - 64 && l->heap_page_size <= 64 * 1024);
 		}
 	}

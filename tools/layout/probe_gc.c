@@ -85,7 +85,10 @@ int main(void)
 #else
 	ABSENT("page_slot_size");
 #endif
-#if V(3, 4)
+#if V(4, 1)
+	/* twelve pools of listed sizes (EACH_POOL_SLOT_SIZE): the smallest */
+	num("slot_size_base", pool_slot_sizes[0]);
+#elif V(3, 4)
 	num("slot_size_base", BASE_SLOT_SIZE);
 #else
 	num("slot_size_base", sizeof(RVALUE));
