@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,6 +596,7 @@ int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 	struct agent ag = { .o = o, .sampler = o->sampler ? o->sampler : &rbp_agent_ptrace_sampler };
 	struct rbp_agent_sampler_stats ss = { 0 };
 	pthread_t sender, metrics;
+	sigset_t all, old;
 	int err, have_sender = 0, have_metrics = 0;
 
 	if (st)
@@ -623,17 +625,18 @@ int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 		rbp_procset_filter(ag.procs, has_env, (void *)o->require_env);
 	if ((err = ag.sampler->open(o->rate_hz, &ag.sampler_state)))
 		goto done;
+	/* the helper threads take no signals: a stop signal wakes the sampling thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = RBP_ENOMEM;
-	if (pthread_create(&sender, NULL, agent_sender, &ag.sh))
+	have_sender = !pthread_create(&sender, NULL, agent_sender, &ag.sh);
+	have_metrics = have_sender && ag.sh.metrics_fd >= 0 &&
+		       !pthread_create(&metrics, NULL, agent_metrics, &ag.sh);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!have_sender || (ag.sh.metrics_fd >= 0 && !have_metrics))
 		goto done;
-	have_sender = 1;
-	if (ag.sh.metrics_fd >= 0) {
-		if (pthread_create(&metrics, NULL, agent_metrics, &ag.sh))
-			goto done;
-		have_metrics = 1;
-		if (o->listening)
-			o->listening(o->ctx, rbp_http_port(ag.sh.metrics_fd));
-	}
+	if (have_metrics && o->listening)
+		o->listening(o->ctx, rbp_http_port(ag.sh.metrics_fd));
 	err = loop(&ag, &ss);
 done:
 	if (ag.procs) {

@@ -279,6 +279,8 @@ static int exchange(const struct rbp_url *u, const char *head, const void *body,
 	}
 	if (why && why_cap && (*status < 200 || *status > 299))
 		snprintf(why, why_cap, "HTTP %d %s", *status, reason);
+	else if (why && why_cap)
+		why[0] = 0;
 	return RBP_OK;
 }
 
