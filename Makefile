@@ -10,7 +10,8 @@
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make docs       the documentation site (docs/, mkdocs.yml) into build/site;
 #                   open build/site/index.html, no server needed
-#   make install    the binary, man page, completions and tracer into PREFIX
+#   make install    the binary, man page, completions, tracer, the agent's
+#                   systemd unit and config file into PREFIX
 #                   (default /usr/local; DESTDIR for staging); make uninstall
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
 #   make static     one fully static binary (build-static/rbpeek) from Debian's
@@ -282,6 +283,10 @@ MANDIR      ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 TRACERDIR   := $(PREFIX)/lib/rbpeek/ruby
+# The agent's systemd unit (not enabled) and its config file (kept when
+# one is there already).  The Debian package: /lib/systemd/system, /etc.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR  ?= $(PREFIX)/etc
 INSTALL     ?= install
 TRACER_RB   := $(patsubst lib/%,%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 
@@ -291,6 +296,12 @@ install: $(BIN) $(COMPLETIONS)
 	$(INSTALL) -m 644 docs/rbpeek.1 $(DESTDIR)$(MANDIR)/man1/rbpeek.1
 	$(INSTALL) -m 644 $(BUILD)/completions/rbpeek.bash $(DESTDIR)$(BASHCOMPDIR)/rbpeek
 	$(INSTALL) -m 644 $(BUILD)/completions/_rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/rbpeek
+	sed -e 's|/usr/bin/rbpeek|$(BINDIR)/rbpeek|' -e 's|/etc/rbpeek/|$(SYSCONFDIR)/rbpeek/|g' \
+		debian/rbpeek-agent.service >$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf ] || \
+		$(INSTALL) -m 644 examples/agent.conf $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
 	@$(MAKE) --no-print-directory install-tracer
 
 install-tracer: ext
@@ -303,7 +314,9 @@ install-tracer: ext
 # directories it shares with other software.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rbpeek $(DESTDIR)$(MANDIR)/man1/rbpeek.1 \
-		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/rbpeek 2>/dev/null
 	rm -rf $(DESTDIR)$(PREFIX)/lib/rbpeek
 
 # make dist: build/rbpeek-VERSION.tar.gz, the committed tree (git archive of
