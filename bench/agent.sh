@@ -4,7 +4,8 @@
 # the same processes measured in the same run (the cost of one read, the
 # reference).
 #
-# The busy processes (a loop in a method, nice 19 so that they take only
+# The busy processes (bench/targets.rb: one thread spinning 10 frames
+# deep, nice 19 so that they take only
 # what the machine leaves) carry an environment variable the agent is told
 # to require (--require-env), so it profiles them and nothing else of the
 # machine.  The server is the test suite's stand-in for Pyroscope
@@ -34,17 +35,6 @@ cleanup() {
 trap cleanup EXIT
 mark=RBPEEK_AGENT_BENCH_$$
 
-cat >"$work/busy.rb" <<'EOF'
-def agent_bench_busy
-  i = 0
-  while true
-    i += 1
-  end
-end
-$stdout.sync = true
-puts "ready"
-agent_bench_busy
-EOF
 
 ruby tests/e2e/fixtures/ingest_receiver.rb "$work" >/dev/null 2>&1 &
 pids+=($!)
@@ -62,7 +52,7 @@ command -v curl >/dev/null || metric() {
 busy=()
 start_busy() {   # up to n processes
 	while [ "${#busy[@]}" -lt "$1" ]; do
-		env "$mark=1" nice -n 19 ruby "$work/busy.rb" >"$work/busy.$(( ${#busy[@]} )).out" 2>&1 &
+		env "$mark=1" nice -n 19 ruby bench/targets.rb 10 1 >"$work/busy.$(( ${#busy[@]} )).out" 2>&1 &
 		busy+=($!)
 		pids+=($!)
 	done

@@ -82,8 +82,8 @@ static void note(struct agent_shared *s, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Drop the head (under s->mu). */
-static void drop_head(struct agent_shared *s)
+/* Take the head off the queue (under s->mu, the queue not empty). */
+static struct agent_item *pop_head(struct agent_shared *s)
 {
 	struct agent_item *it = s->head;
 
@@ -92,8 +92,14 @@ static void drop_head(struct agent_shared *s)
 		s->tail = NULL;
 	s->st.pending--;
 	s->st.pending_bytes -= it->len;
+	return it;
+}
+
+/* Drop the head, counting it (under s->mu). */
+static void drop_head(struct agent_shared *s)
+{
+	agent_item_free(pop_head(s));
 	s->st.profiles_dropped++;
-	agent_item_free(it);
 }
 
 static int over(const struct agent_shared *s)
@@ -169,12 +175,7 @@ void *agent_sender(void *arg)
 		if (s->stop && (!s->head || agent_mono_ms() >= s->drain_until_ms ||
 				s->state == SERVER_DOWN))
 			break;
-		struct agent_item *it = s->head;
-		s->head = it->next;
-		if (!s->head)
-			s->tail = NULL;
-		s->st.pending--;
-		s->st.pending_bytes -= it->len;
+		struct agent_item *it = pop_head(s);
 		pthread_mutex_unlock(&s->mu);
 
 		int status = 0;
