@@ -5,10 +5,9 @@
 # reference).
 #
 # The busy processes (bench/targets.rb: one thread spinning 10 frames
-# deep, nice 19 so that they take only
-# what the machine leaves) carry an environment variable the agent is told
-# to require (--require-env), so it profiles them and nothing else of the
-# machine.  The server is the test suite's stand-in for Pyroscope
+# deep, nice 19 so that they take only what the machine leaves) carry an
+# environment variable the agent is told to require (--require-env), so it
+# profiles them and nothing else of the machine.  The server is the test suite's stand-in for Pyroscope
 # (tests/e2e/fixtures/ingest_receiver.rb on loopback).  Per N: the agent's
 # CPU time (utime + stime from /proc/PID/stat) over SECS seconds once it
 # watches all N, as a share of one core, per sample (one read of one
