@@ -68,12 +68,14 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
 # it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
-# cannot work in a static executable (see there); --fatal-warnings keeps
+# cannot work in a static executable (see there: getaddrinfo reads
+# /etc/hosts alone); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
 STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
-LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid
+LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
+	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
 LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))

@@ -48,7 +48,10 @@ struct agent {
 	char hostname[128];
 	int err;                  /* first RBP_ENOMEM met in a callback */
 	uint64_t empty;           /* intervals with no samples (nothing sent) */
+	char *env;                /* ENV_MAX bytes: a process's environment, read */
 };
+
+#define ENV_MAX (256 * 1024)
 
 static uint64_t mono_ns(void)
 {
@@ -345,10 +348,9 @@ static void container_of(pid_t pid, char *out, size_t cap)
 	}
 }
 
-static void describe(struct aproc *a, struct rbp_procset_member *m)
+static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_member *m)
 {
-	static char env[256 * 1024];   /* the sampling thread's only */
-	char cmd[4096];
+	char cmd[4096], *env = ag->env;
 	size_t n;
 
 	a->pid = m->pid;
@@ -356,7 +358,7 @@ static void describe(struct aproc *a, struct rbp_procset_member *m)
 	snprintf(a->pid_s, sizeof(a->pid_s), "%d", (int)a->pid);
 	snprintf(a->ns_pid_s, sizeof(a->ns_pid_s), "%d", (int)a->ns_pid);
 	snprintf(a->version, sizeof(a->version), "%s", rbp_vm_info(m->vm)->version);
-	n = read_proc(m->pid, "environ", env, sizeof(env));
+	n = read_proc(m->pid, "environ", env, ENV_MAX);
 	env_of(env, n, "PYROSCOPE_APPLICATION_NAME", a->service, sizeof(a->service));
 	if (!a->service[0])
 		env_of(env, n, "OTEL_SERVICE_NAME", a->service, sizeof(a->service));
@@ -372,9 +374,9 @@ static void describe(struct aproc *a, struct rbp_procset_member *m)
 /* procset filter: --require-env. */
 static int has_env(void *ctx, pid_t pid)
 {
-	static char env[256 * 1024];   /* the sampling thread's only */
-	const char *var = ctx;
-	size_t n = read_proc(pid, "environ", env, sizeof(env)), vl = strlen(var);
+	struct agent *ag = ctx;
+	const char *var = ag->o->require_env, *env = ag->env;
+	size_t n = read_proc(pid, "environ", ag->env, ENV_MAX), vl = strlen(var);
 
 	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
 		if (!strncmp(env + i, var, vl) && env[i + vl] == '=')
@@ -503,7 +505,7 @@ static int adopt(struct agent *ag)
 			continue;
 		if (!(a = calloc(1, sizeof(*a))))
 			return RBP_ENOMEM;
-		describe(a, m);
+		describe(ag, a, m);
 		m->user = a;
 		if ((err = new_interval(a, m, ag->o)))
 			return err;
@@ -614,15 +616,19 @@ int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 	ag.sh.backoff_max_s = o->backoff_max_s;
 	ag.sh.max_pending = o->max_pending;
 	ag.sh.max_pending_bytes = o->max_pending_bytes;
-	if ((err = agent_shared_init(&ag.sh)))
+	if (!(ag.env = malloc(ENV_MAX)))
+		return RBP_ENOMEM;
+	if ((err = agent_shared_init(&ag.sh))) {
+		free(ag.env);
 		return err;
+	}
 	if (o->metrics[0] && (err = rbp_http_listen(o->metrics, &ag.sh.metrics_fd)))
 		goto done;
 	if ((err = rbp_procset_new_all(&o->vo, o->max_processes, &ag.procs)))
 		goto done;
 	rbp_procset_on_drop(ag.procs, on_drop, &ag);
 	if (o->require_env[0])
-		rbp_procset_filter(ag.procs, has_env, (void *)o->require_env);
+		rbp_procset_filter(ag.procs, has_env, &ag);
 	if ((err = ag.sampler->open(o->rate_hz, &ag.sampler_state)))
 		goto done;
 	/* the helper threads take no signals: a stop signal wakes the sampling thread */
@@ -669,5 +675,6 @@ done:
 	for (size_t i = 0; i < ag.sh.n_log && o->log; i++)
 		o->log(o->ctx, ag.sh.log[i]);
 	agent_shared_destroy(&ag.sh);
+	free(ag.env);
 	return err;
 }
