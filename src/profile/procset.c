@@ -336,6 +336,14 @@ int rbp_procset_refresh(struct rbp_procset *s, uint64_t now)
 	}
 	if ((err = mark_seen(s, pids, n, fresh, &n_fresh)))
 		goto done;
+	/* forget pids long gone (a host runs through many), keeping the map small */
+	if (s->seen.len > 2 * n + 1024) {
+		rbp_hmap_reset(&s->seen);
+		for (size_t i = 0; i < n && !err; i++)
+			err = rbp_hmap_put(&s->seen, (uint64_t)pids[i], s->gen);
+		if (err)
+			goto done;
+	}
 	sweep(s);
 	if ((err = adopt(s, fresh, parent, n_fresh, now)))
 		goto done;
