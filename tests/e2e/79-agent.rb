@@ -19,7 +19,8 @@
 #       agent and half while it runs, some stopped while it runs: every one
 #       has profiles, labelled with its service_name (PYROSCOPE_APPLICATION_NAME,
 #       OTEL_SERVICE_NAME, else its script's name), host pid, namespace pid
-#       (in a PID namespace), Ruby version and the user's label, and its own
+#       (in a PID namespace), container id (one is moved into a cgroup named
+#       like a Docker container's), Ruby version and the user's label, and its own
 #       busy method has most of its samples (go tool pprof -top on all its
 #       payloads merged); the agent stops watching the ones that exit
 #       (processes_watched on the metrics endpoint).
@@ -187,7 +188,7 @@ def write_script(dir, tag)
   path
 end
 
-Proc1 = Struct.new(:tag, :ruby, :version, :how, :env_kind, :pid, :launcher, :service, :ns_pid, :stopped)
+Proc1 = Struct.new(:tag, :ruby, :version, :how, :env_kind, :pid, :launcher, :service, :ns_pid, :stopped, :container)
 
 # Start one busy process; how: :host, :chroot, :unshare (own PID namespace).
 def launch(p, ruby)
@@ -225,6 +226,29 @@ def launch(p, ruby)
   p.ns_pid = p.how == :unshare ? 1 : p.pid
 end
 
+CONTAINER_ID = format("%064x", 0xfeed_0000 + $$) # what Docker's ids look like: 64 hex digits
+CGROUP_ROOT = "/sys/fs/cgroup/unified"
+CGROUP_DIR = File.join(CGROUP_ROOT, "rbpeek-agent-test-#{$$}")
+
+# Move p into a cgroup named like a Docker container's (cgroup v2), so that
+# /proc/PID/cgroup carries a container id; nil, or why it could not be done.
+def in_container_cgroup(p)
+  return "no cgroup v2 at #{CGROUP_ROOT}" unless File.exist?(File.join(CGROUP_ROOT, "cgroup.procs"))
+
+  dir = File.join(CGROUP_DIR, "docker-#{CONTAINER_ID}.scope")
+  FileUtils.mkdir_p(dir)
+  File.write(File.join(dir, "cgroup.procs"), p.pid.to_s)
+  p.container = CONTAINER_ID
+  nil
+rescue SystemCallError => e
+  "cannot make a container's cgroup: #{e.message}"
+end
+
+at_exit do
+  Dir.glob(File.join(CGROUP_DIR, "*")).each { |d| Dir.rmdir(d) rescue nil } # rubocop:disable Style/RescueModifier
+  Dir.rmdir(CGROUP_DIR) rescue nil # rubocop:disable Style/RescueModifier
+end
+
 def stop_proc(p)
   kill_pid(p.launcher)
   p.stopped = true
@@ -253,6 +277,7 @@ check(PROCS) do |probs|
   rpid, rport = start_receiver(dir)
   early, late = procs.partition.with_index { |_, i| i.even? }
   early.each { |p| launch(p, p.ruby) }
+  cgroup_note = in_container_cgroup(procs.first)
   apid, mport = start_agent(["--server", "http://127.0.0.1:#{rport}", "--interval", "2", "--label", "team=e2e"],
                             File.join(WORK, "procs-agent.err"))
   # let the agent see the first half, then start the rest while it runs
@@ -292,6 +317,8 @@ check(PROCS) do |probs|
     probs << "#{where}: ruby_version #{pl[:labels]['ruby_version'].inspect}" unless versions_ok(pl[:labels]["ruby_version"], p)
     probs << "#{where}: team label #{pl[:labels]['team'].inspect}" unless pl[:labels]["team"] == "e2e"
     probs << "#{where}: no hostname label" if pl[:labels]["hostname"].to_s.empty?
+    cid = pl[:labels]["container_id"]
+    probs << "#{where}: container_id #{cid.inspect}, expected #{p.container.inspect}" unless cid == p.container
     ns = pl[:labels]["namespace_pid"]
     if p.how == :unshare
       probs << "#{where}: namespace_pid #{ns.inspect}, expected 1" unless ns == "1"
@@ -313,7 +340,8 @@ check(PROCS) do |probs|
   end
   by_kind = procs.group_by(&:how).transform_values(&:size)
   versions = procs.map(&:version).uniq.sort
-  [note, "#{procs.size} processes (#{by_kind.map { |k, v| "#{v} #{k}" }.join(', ')}; Ruby #{versions.join(', ')}), " \
+  cgroup_note = cgroup_note ? "container_id not checked: #{cgroup_note}" : "one in a container's cgroup"
+  [note, cgroup_note, "#{procs.size} processes (#{by_kind.map { |k, v| "#{v} #{k}" }.join(', ')}; Ruby #{versions.join(', ')}), " \
          "#{gone.size} stopped while watched, #{all.size} payloads"].compact.join("; ")
 ensure
   procs&.each { |p| kill_pid(p.launcher) if p.launcher }
