@@ -12,7 +12,8 @@
 # CPU time (utime + stime from /proc/PID/stat) over SECS seconds once it
 # watches all N, as a share of one core, per sample (one read of one
 # process's stacks), and that as a ratio to record's CPU per sample; its
-# share of late (or skipped) ticks; its resident memory.
+# share of late (or skipped) ticks; its resident memory.  N=0 is the cost
+# of looking for Ruby processes alone (a /proc scan a second).
 #
 # Wall-clock CPU on a shared machine is noisy: read the ratios, and run it
 # on a quiet machine for absolute figures.
@@ -20,7 +21,7 @@ set -u
 cd "$(dirname "$0")/.."
 RBPEEK=${RBPEEK:-build/rbpeek}
 SECS=${SECS:-10}
-NS=${NS:-1 10 50}
+NS=${NS:-0 1 10 50}
 RATE=100
 [ "$(id -u)" = 0 ] || { echo "bench/agent.sh: needs root (the agent reads other processes)"; exit 0; }
 work=$(mktemp -d)
@@ -70,30 +71,38 @@ rec_cpu=$(bash -c '"$@" 2>"'"$work"'/rec.err"; awk -v hz='"$hz"' "{ print (\$16 
 	_ "$RBPEEK" record --pid "${busy[0]}" -r $RATE -d "$SECS" -f collapsed -o "$work/rec.txt")
 rec_ticks=$(sed -n 's/.*: \([0-9]*\) samples in .*/\1/p' "$work/rec.err" | head -1)
 
-printf '%-6s %10s %14s %16s %10s %8s\n' procs "agent CPU" "per sample" "vs record" "late" "RSS"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+printf '%-6s %10s %14s %16s %10s %8s %9s\n' procs "agent CPU" "per sample" "vs record" "late" "RSS" "samples"
 per_rec=""
 if [ -n "$rec_ticks" ] && [ "$rec_ticks" -gt 0 ]; then
 	per_rec=$(awk -v c="$rec_cpu" -v t="$rec_ticks" 'BEGIN { printf "%.1f", c / t * 1e6 }')
-	printf '%-6s %9.2f%% %12s us %16s %10s %8s\n' "record" \
-		"$(awk -v c="$rec_cpu" -v s="$SECS" 'BEGIN { print c / s * 100 }')" "$per_rec" "1.00" "-" "-"
+	printf '%-6s %9.2f%% %12s us %16s %10s %8s %9s\n' "record" \
+		"$(awk -v c="$rec_cpu" -v s="$SECS" 'BEGIN { print c / s * 100 }')" "$per_rec" "1.00" "-" "-" "$rec_ticks"
 fi
 
 for n in $NS; do
 	start_busy "$n"
+	req=$mark
+	[ "$n" = 0 ] && req=${mark}_NONE   # nothing carries it: the scans alone
 	"$RBPEEK" agent --server "http://127.0.0.1:$port" --rate $RATE --interval 5 \
-		--require-env "$mark" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
+		--require-env "$req" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
 	agent=$!
 	pids+=($agent)
 	mport=""
 	for _ in $(seq 200); do
-		mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/agent.$n.err")
+		mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/agent.$n.err" 2>/dev/null)
 		[ -n "$mport" ] && break
 		sleep 0.05
 	done
-	for _ in $(seq 600); do
+	for _ in $(seq 1200); do
 		[ "$(metric "$mport" processes_watched)" = "$n" ] && break
 		sleep 0.1
 	done
+	if [ "$(metric "$mport" processes_watched)" != "$n" ]; then
+		echo "$n: the agent did not watch all $n processes within 120 s (a loaded machine?)"
+		kill -INT $agent; wait $agent 2>/dev/null
+		continue
+	fi
 	t0=$(metric "$mport" ticks_total); l0=$(metric "$mport" ticks_late_total); c0=$(ticks_of $agent)
 	s0=$(metric "$mport" samples_total)
 	sleep "$SECS"
@@ -109,5 +118,5 @@ for n in $NS; do
 		ratio = "-"
 		if (rec > 0) ratio = sprintf("%.2f", per / rec)
 		late = ticks > 0 ? (l1 - l0) / ticks * 100 : 0
-		printf "%-6d %9.2f%% %12.1f us %16s %9.1f%% %6.1fM\n", n, cpu / s * 100, per, ratio, late, rss / 1048576 }'
+		printf "%-6d %9.2f%% %12.1f us %16s %9.1f%% %6.1fM %9d\n", n, cpu / s * 100, per, ratio, late, rss / 1048576, s1 - s0 }'
 done

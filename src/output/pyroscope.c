@@ -32,7 +32,8 @@ static int put(char *buf, size_t cap, size_t *n, const char *s, int raw)
 
 int rbp_pyroscope_target(const struct rbp_agent_meta *m, char *buf, size_t cap)
 {
-	char name[4096], enc[12288];
+	/* 38 labels of 63-byte keys and 127-byte values fit, URL-encoded */
+	char name[8192], enc[3 * 8192];
 	size_t n = 0;
 	int err = put(name, sizeof(name), &n, m->service, 0);
 

@@ -406,36 +406,12 @@ static int new_interval(struct aproc *a, struct rbp_procset_member *m, const str
 	return RBP_OK;
 }
 
-/* Encode a's profile of the interval and queue it; start a new one unless last. */
-static int flush(struct agent *ag, struct aproc *a, struct rbp_procset_member *m, int last)
+/* The request's labels for a's profile (service_name is the name itself). */
+static void labels(const struct agent *ag, const struct aproc *a, struct rbp_agent_meta *meta)
 {
 	const struct rbp_agent_opts *o = ag->o;
-	const struct rbp_agent_exporter *ex = o->exporter;
-	struct rbp_agent_meta meta = { .service = a->service, .rate_hz = o->rate_hz };
-	struct rbp_profile view;
-	struct agent_item *it = NULL;
-	size_t dropped, cap = 8192;
-	char *body = NULL;
-	size_t len = 0;
-	FILE *f;
-	int err = RBP_OK;
 
-	if (!a->prof_ok)
-		return last ? RBP_OK : new_interval(a, m, o);
-	uint64_t now = unix_ns();
-	a->prof.meta.duration_ns = now - a->from_unix_ns;
-	if ((err = rbp_profile_view_without(&a->prof, RBP_SAMPLE_IDLE, &view, &dropped)))
-		goto out;
-	if (!view.n_samples) {
-		ag->empty++;
-		rbp_profile_view_free(&view);
-		goto out;
-	}
-	meta.from_unix_s = a->from_unix_ns / 1000000000ull;
-	meta.until_unix_s = now / 1000000000ull;
-	if (meta.until_unix_s <= meta.from_unix_s)
-		meta.until_unix_s = meta.from_unix_s + 1;
-#define LABEL(k, v) do { meta.keys[meta.n_labels] = (k); meta.values[meta.n_labels++] = (v); } while (0)
+#define LABEL(k, v) do { meta->keys[meta->n_labels] = (k); meta->values[meta->n_labels++] = (v); } while (0)
 	LABEL("hostname", ag->hostname);
 	LABEL("pid", a->pid_s);
 	if (a->ns_pid != a->pid)
@@ -446,34 +422,76 @@ static int flush(struct agent *ag, struct aproc *a, struct rbp_procset_member *m
 	for (size_t i = 0; i < o->n_labels; i++)
 		LABEL(o->label_keys[i], o->label_values[i]);
 #undef LABEL
-	err = RBP_ENOMEM;
+}
+
+/* The exporter's request for profile p of a: a queue item (*out, malloc'd). */
+static int request(struct agent *ag, const struct aproc *a, const struct rbp_profile *p,
+		   uint64_t until_unix_ns, struct agent_item **out)
+{
+	const struct rbp_agent_exporter *ex = ag->o->exporter;
+	struct rbp_agent_meta meta = { .service = a->service, .rate_hz = ag->o->rate_hz };
+	struct agent_item *it;
+	size_t cap = 32768, len = 0;
+	char *body = NULL;
+	FILE *f;
+	int err;
+
+	meta.from_unix_s = a->from_unix_ns / 1000000000ull;
+	meta.until_unix_s = until_unix_ns / 1000000000ull;
+	if (meta.until_unix_s <= meta.from_unix_s)
+		meta.until_unix_s = meta.from_unix_s + 1;
+	labels(ag, a, &meta);
 	if (!(it = calloc(1, sizeof(*it))) || !(it->target = malloc(cap)) ||
 	    !(f = open_memstream(&body, &len))) {
-		rbp_profile_view_free(&view);
-		goto out;
+		agent_item_free(it);
+		return RBP_ENOMEM;
 	}
-	err = ex->encode(&view, f);
-	rbp_profile_view_free(&view);
+	err = ex->encode(p, f);
 	if (fclose(f) && !err)
 		err = RBP_EIO;
 	if (!err)
 		err = ex->target(&meta, it->target, cap);
-	if (!err) {
-		it->body = (unsigned char *)body;
-		it->len = len;
-		body = NULL;
-		agent_enqueue(&ag->sh, it);
-		it = NULL;
+	if (err) {
+		free(body);
+		agent_item_free(it);
+		return err;
 	}
-out:
-	free(body);
-	agent_item_free(it);
+	it->body = (unsigned char *)body;
+	it->len = len;
+	*out = it;
+	return RBP_OK;
+}
+
+/* Queue a's profile of the interval (unless empty); start a new one unless last. */
+static int flush(struct agent *ag, struct aproc *a, struct rbp_procset_member *m, int last)
+{
+	struct rbp_profile view;
+	struct agent_item *it;
+	size_t dropped;
+	int err;
+
+	if (!a->prof_ok)
+		return last ? RBP_OK : new_interval(a, m, ag->o);
+	uint64_t now = unix_ns();
+	a->prof.meta.duration_ns = now - a->from_unix_ns;
+	/* threads waiting for work are left out, as record leaves them out */
+	if (!(err = rbp_profile_view_without(&a->prof, RBP_SAMPLE_IDLE, &view, &dropped))) {
+		if (!view.n_samples)
+			ag->empty++;
+		else if (!(err = request(ag, a, &view, now, &it)))
+			agent_enqueue(&ag->sh, it);
+		rbp_profile_view_free(&view);
+	}
 	rbp_profile_free(&a->prof);
 	a->prof_ok = 0;
 	if (err == RBP_ENOMEM)
 		return err;
-	/* a profile that could not be encoded is lost, not fatal */
-	return last ? RBP_OK : new_interval(a, m, o);
+	if (err) {   /* a profile that could not be encoded is dropped, not fatal */
+		pthread_mutex_lock(&ag->sh.mu);
+		ag->sh.st.profiles_dropped++;
+		pthread_mutex_unlock(&ag->sh.mu);
+	}
+	return last ? RBP_OK : new_interval(a, m, ag->o);
 }
 
 /* procset drop hook: the process exited (or is re-attached): send what it has. */
