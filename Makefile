@@ -253,6 +253,7 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 	@bench/subprocesses.sh
+	@bench/agent.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)

@@ -78,6 +78,12 @@ unless root?
   [PROCS, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
   finish
 end
+# go tool pprof reads the payloads: Debian's golang-go, installed when
+# missing (as tests/formats/20-clients.sh does)
+unless system("command -v go >/dev/null 2>&1")
+  run(%w[apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go], timeout: 600,
+      env: { "DEBIAN_FRONTEND" => "noninteractive" })
+end
 unless system("command -v go >/dev/null 2>&1")
   [PROCS, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
   finish
