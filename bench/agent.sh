@@ -23,6 +23,11 @@ RBPEEK=${RBPEEK:-build/rbpeek}
 SECS=${SECS:-10}
 NS=${NS:-0 1 10 50}
 RATE=100
+# PAUSE=1: the agent's --pause (the GVL's holder stopped for each read), and
+# record's default; else both read without stopping (record --nonblocking)
+PAUSE=${PAUSE:-0}
+agent_flags=() rec_flags=(--nonblocking)
+[ "$PAUSE" = 1 ] && agent_flags=(--pause) rec_flags=()
 [ "$(id -u)" = 0 ] || { echo "bench/agent.sh: needs root (the agent reads other processes)"; exit 0; }
 work=$(mktemp -d)
 pids=()
@@ -68,10 +73,10 @@ start_busy() {   # up to n processes
 # time of a shell that waited for it) per sampling tick
 start_busy 1
 rec_cpu=$(bash -c '"$@" 2>"'"$work"'/rec.err"; awk -v hz='"$hz"' "{ print (\$16 + \$17) / hz }" /proc/$$/stat' \
-	_ "$RBPEEK" record --pid "${busy[0]}" -r $RATE -d "$SECS" -f collapsed -o "$work/rec.txt")
+	_ "$RBPEEK" record "${rec_flags[@]}" --pid "${busy[0]}" -r $RATE -d "$SECS" -f collapsed -o "$work/rec.txt")
 rec_ticks=$(sed -n 's/.*: \([0-9]*\) samples in .*/\1/p' "$work/rec.err" | head -1)
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $([ "$PAUSE" = 1 ] && echo "--pause" || echo "nothing stopped")"
 printf '%-6s %10s %14s %16s %10s %8s %9s\n' procs "agent CPU" "per sample" "vs record" "late" "RSS" "samples"
 per_rec=""
 if [ -n "$rec_ticks" ] && [ "$rec_ticks" -gt 0 ]; then
@@ -85,7 +90,7 @@ for n in $NS; do
 	req=$mark
 	[ "$n" = 0 ] && req=${mark}_NONE   # nothing carries it: the scans alone
 	"$RBPEEK" agent --server "http://127.0.0.1:$port" --rate $RATE --interval 5 \
-		--require-env "$req" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
+		"${agent_flags[@]}" --require-env "$req" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
 	agent=$!
 	pids+=($agent)
 	mport=""

@@ -47,6 +47,8 @@ static const char agent_usage[] =
 	"      --scan-interval SECONDS  how often to look for new processes (default 1)\n"
 	"      --require-env NAME  profile only the processes whose environment sets NAME\n"
 	"                          (opt-in per service, e.g. PYROSCOPE_APPLICATION_NAME)\n"
+	"      --pause             stop the thread holding the GVL for each read, as record\n"
+	"                          does (consistent stacks); by default nothing is stopped\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"It logs one line to stderr when the server goes down or comes back, and runs\n"
@@ -144,6 +146,7 @@ static const struct option long_opts[] = {
 	{ "backoff-max", required_argument, NULL, 'o' },
 	{ "scan-interval", required_argument, NULL, 'o' },
 	{ "require-env", required_argument, NULL, 'o' },
+	{ "pause", no_argument, NULL, 'P' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -178,6 +181,9 @@ int cmd_agent(int argc, char **argv)
 			continue;
 		case 'S':
 			want_status = 1;
+			continue;
+		case 'P':
+			o.pause = 1;
 			continue;
 		case 's': key = "server"; break;
 		case 'r': key = "rate"; break;

@@ -180,6 +180,12 @@ int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, 
 	}
 	if (!strcmp(key, "label"))
 		return set_label(o, v, why, cap);
+	if (!strcmp(key, "pause")) {
+		if (strcmp(v, "yes") && strcmp(v, "no"))
+			return why_set(why, cap, "yes or no");
+		o->pause = !strcmp(v, "yes");
+		return RBP_OK;
+	}
 	if (!strcmp(key, "require-env")) {
 		if (strlen(v) >= sizeof(o->require_env) || strchr(v, '='))
 			return why_set(why, cap, "an environment variable's name");
@@ -647,7 +653,7 @@ int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 	rbp_procset_on_drop(ag.procs, on_drop, &ag);
 	if (o->require_env[0])
 		rbp_procset_filter(ag.procs, has_env, &ag);
-	if ((err = ag.sampler->open(o->rate_hz, &ag.sampler_state)))
+	if ((err = ag.sampler->open(o, &ag.sampler_state)))
 		goto done;
 	/* the helper threads take no signals: a stop signal wakes the sampling thread */
 	sigfillset(&all);

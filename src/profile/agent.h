@@ -61,10 +61,12 @@ struct rbp_agent_sampler_stats {
 	uint64_t errors;    /* reads that failed */
 };
 
+struct rbp_agent_opts;
+
 struct rbp_agent_sampler {
 	const char *name;
-	/* Set up sampling at rate_hz; *state is the sampler's.  RBP_ENOMEM, ... */
-	int (*open)(uint32_t rate_hz, void **state);
+	/* Set up sampling at o->rate_hz (o->pause, ...); *state is the sampler's.  RBP_ENOMEM, ... */
+	int (*open)(const struct rbp_agent_opts *o, void **state);
 	/*
 	 * Sample every member of procs until the monotonic time until_ns (or
 	 * until should_stop(ctx)), adding each sample to sink's profile for
@@ -81,7 +83,11 @@ struct rbp_agent_sampler {
 	void (*close)(void *state);   /* NULL-safe on state */
 };
 
-/* The ptrace sampler: every thread's Ruby stack, read by the walker at each tick. */
+/*
+ * The ptrace sampler: every thread's Ruby stack, read by the walker at
+ * each tick, without stopping the process (unless o->pause: the thread
+ * holding the GVL is stopped for the read, as record does).
+ */
 extern const struct rbp_agent_sampler rbp_agent_ptrace_sampler;
 
 /* ---- the exporter seam --------------------------------------------------- */
@@ -125,6 +131,8 @@ struct rbp_agent_opts {
 	uint32_t scan_ms;             /* how often to look for new processes (1000) */
 	char require_env[64];         /* profile only processes whose environment sets
 				       * this variable (opt-in), "" all */
+	uint8_t pause;                /* stop the GVL's holder for each read (consistent
+				       * stacks; costs the process a stop per tick) */
 
 	/* Set by the caller, not by keys. */
 	const struct rbp_agent_sampler *sampler;   /* NULL: rbp_agent_ptrace_sampler */
@@ -144,7 +152,7 @@ void rbp_agent_opts_init(struct rbp_agent_opts *o);
  * options share them ("server", "rate", "interval", "label" (k=v, adds
  * one), "metrics", "max-processes", "max-samples", "max-nodes",
  * "max-pending", "max-pending-bytes", "timeout", "backoff-max",
- * "scan-interval", "require-env").  RBP_EINVAL with a reason in why when the key is
+ * "scan-interval", "require-env", "pause" (yes/no)).  RBP_EINVAL with a reason in why when the key is
  * unknown ("unknown") or the value bad.
  */
 int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *value, char *why,

@@ -1,8 +1,15 @@
 /*
  * agent_ptrace.c - the agent's ptrace sampler (agent.h): at each tick of a
- * fixed-rate schedule, read every member's stacks with the walker (the
- * GVL's holder paused for the read, as `rbpeek record` does) and add them
- * to the member's profile of the interval.
+ * fixed-rate schedule, read every member's stacks with the walker and add
+ * them to the member's profile of the interval.
+ *
+ * By default it reads without stopping anything (process_vm_readv only):
+ * an always-on agent must not stop a production process a hundred times a
+ * second, and a stop costs the agent the time the target takes to get a
+ * CPU and reach it (serially, process after process: on a loaded host most
+ * ticks were late with ten processes).  A stack read while it changes can
+ * fail to validate: that read is counted lost.  With --pause the thread
+ * holding the GVL is stopped for each read, as record does.
  *
  * Its cost grows with the number of Ruby processes, idle ones included
  * (one read per process per tick); the in-kernel sampler that is to
@@ -31,13 +38,14 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int pt_open(uint32_t rate_hz, void **state)
+static int pt_open(const struct rbp_agent_opts *o, void **state)
 {
 	struct ptrace_state *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return RBP_ENOMEM;
-	s->period_ns = 1000000000ull / (rate_hz ? rate_hz : 100);
+	s->period_ns = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
+	s->o.nonblocking = !o->pause;
 	*state = s;
 	return RBP_OK;
 }

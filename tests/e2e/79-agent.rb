@@ -29,7 +29,8 @@
 #       never crashes, its memory stays bounded (RSS from the metrics), it
 #       drops the oldest profiles and counts them, it logs one line going
 #       down and one coming back, and profiles arrive again.  Its options
-#       come from a --config file here, and `rbpeek agent --status` reads
+#       come from a --config file here (with pause = yes: the GVL's
+#       holder stopped for each read), and `rbpeek agent --status` reads
 #       its state while the server is down.
 #   agent/usage-errors   no --server, https, bad values, a bad config
 #       file: exit 2 with the reason; --status with no agent there, and a
@@ -370,6 +371,7 @@ check(OUTAGE) do |probs|
     backoff-max = 2
     max-pending = 5
     label = phase=outage
+    pause = yes
   CONF
   apid, mport = start_agent(["--config", conf], err)
   rss = []
