@@ -304,7 +304,7 @@ static const char *base(const char *p)
  * ("ruby bin/app.rb" -> "app"), the command under "bundle exec", else the
  * program itself ("puma", or the first word of a title it set).
  */
-static void program_name(const char *cmd, size_t n, char *out, size_t cap)
+void agent_program_name(const char *cmd, size_t n, char *out, size_t cap)
 {
 	const char *args[16];
 	size_t na = 0, i = 0, k;
@@ -327,18 +327,17 @@ static void program_name(const char *cmd, size_t n, char *out, size_t cap)
 	}
 	if (!strcmp(base(args[k]), "bundle") && k + 2 < na && !strcmp(args[k + 1], "exec"))
 		k += 2;
-	snprintf(out, cap, "%s", base(args[k]));
-	out[strcspn(out, " ")] = 0;
+	/* a title a program set ("puma 6.4.0 (tcp://...)"): its first word */
+	snprintf(out, cap, "%.*s", (int)strcspn(args[k], " "), args[k]);
+	memmove(out, base(out), strlen(base(out)) + 1);
 	size_t l = strlen(out);
 	if (l > 3 && !strcmp(out + l - 3, ".rb"))
 		out[l - 3] = 0;
 }
 
-/* A container's id: the last run of 64 hex digits in /proc/PID/cgroup. */
-static void container_of(pid_t pid, char *out, size_t cap)
+void agent_container_id(const char *buf, size_t n, char *out, size_t cap)
 {
-	char buf[8192];
-	size_t n = read_proc(pid, "cgroup", buf, sizeof(buf)), run = 0;
+	size_t run = 0;
 
 	out[0] = 0;
 	for (size_t i = 0; i <= n; i++) {
@@ -370,11 +369,12 @@ static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_membe
 		env_of(env, n, "OTEL_SERVICE_NAME", a->service, sizeof(a->service));
 	if (!a->service[0]) {
 		n = read_proc(m->pid, "cmdline", cmd, sizeof(cmd));
-		program_name(cmd, n, a->service, sizeof(a->service));
+		agent_program_name(cmd, n, a->service, sizeof(a->service));
 	}
 	if (!a->service[0])
 		snprintf(a->service, sizeof(a->service), "ruby");
-	container_of(m->pid, a->container, sizeof(a->container));
+	n = read_proc(m->pid, "cgroup", cmd, sizeof(cmd));
+	agent_container_id(cmd, n, a->container, sizeof(a->container));
 }
 
 /* procset filter: --require-env. */

@@ -53,6 +53,19 @@ void agent_item_free(struct agent_item *it);
 void *agent_sender(void *arg);
 /* The metrics endpoint's thread body (arg: struct agent_shared *). */
 void *agent_metrics(void *arg);
+/*
+ * The program's name from its command line (NUL-separated, n bytes): the
+ * script a ruby runs ("ruby -Ilib bin/app.rb" -> "app"), the command under
+ * "bundle exec", else the program itself, up to a space ("puma 6.4.0
+ * (tcp://...)" -> "puma").  "" when there is nothing.
+ */
+void agent_program_name(const char *cmd, size_t n, char *out, size_t cap);
+/*
+ * A container's id from the text of /proc/PID/cgroup: its last run of
+ * exactly 64 lower-case hex digits (Docker, containerd, CRI-O, Podman
+ * name their cgroups after it), "" when none.  cap > 64.
+ */
+void agent_container_id(const char *text, size_t n, char *out, size_t cap);
 /* Monotonic milliseconds. */
 uint64_t agent_mono_ms(void);
 

@@ -124,6 +124,37 @@ static void test_opts(void)
 	}
 }
 
+static void test_names(void)
+{
+	static const char c1[] = "ruby\0-Ilib\0-r\0json\0bin/worker.rb\0--queue\0a";
+	static const char c2[] = "/usr/bin/ruby3.3\0-e\0loop{}";
+	static const char c3[] = "/usr/local/bin/bundle\0exec\0sidekiq\0-C\0x.yml";
+	static const char c4[] = "puma 6.4.0 (tcp://0.0.0.0:3000) [app]";
+	static const char g1[] = "0::/system.slice/docker-"
+		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n";
+	static const char g2[] = "4:memory:/process_api/7df30fe31fa3bed18d2ef6251e9bbc93\n0::/\n";
+	char out[128];
+
+	TEST("program names") {
+		agent_program_name(c1, sizeof(c1), out, sizeof(out));
+		CHECK_EQ_STR(out, "worker");
+		agent_program_name(c2, sizeof(c2), out, sizeof(out));
+		CHECK_EQ_STR(out, "ruby3.3");
+		agent_program_name(c3, sizeof(c3), out, sizeof(out));
+		CHECK_EQ_STR(out, "sidekiq");
+		agent_program_name(c4, sizeof(c4), out, sizeof(out));
+		CHECK_EQ_STR(out, "puma");
+		agent_program_name("", 0, out, sizeof(out));
+		CHECK_EQ_STR(out, "");
+	}
+	TEST("container ids") {
+		agent_container_id(g1, sizeof(g1) - 1, out, sizeof(out));
+		CHECK_EQ_STR(out, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+		agent_container_id(g2, sizeof(g2) - 1, out, sizeof(out));
+		CHECK_EQ_STR(out, "");
+	}
+}
+
 static struct agent_item *item(size_t len)
 {
 	struct agent_item *it = calloc(1, sizeof(*it));
@@ -248,6 +279,7 @@ int main(void)
 	test_urls();
 	test_target();
 	test_opts();
+	test_names();
 	test_queue();
 	test_http();
 	return harness_report();
