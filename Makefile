@@ -10,7 +10,8 @@
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make docs       the documentation site (docs/, mkdocs.yml) into build/site;
 #                   open build/site/index.html, no server needed
-#   make install    the binary, man page, completions and tracer into PREFIX
+#   make install    the binary, man page, completions, tracer, the agent's
+#                   systemd unit and config file into PREFIX
 #                   (default /usr/local; DESTDIR for staging); make uninstall
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
 #   make static     one fully static binary (build-static/rbpeek) from Debian's
@@ -67,12 +68,14 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
 # it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
-# cannot work in a static executable (see there); --fatal-warnings keeps
+# cannot work in a static executable (see there: getaddrinfo reads
+# /etc/hosts alone); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
 STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
-LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid
+LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
+	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
 LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))
@@ -250,6 +253,7 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 	@bench/subprocesses.sh
+	@bench/agent.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -282,6 +286,10 @@ MANDIR      ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 TRACERDIR   := $(PREFIX)/lib/rbpeek/ruby
+# The agent's systemd unit (not enabled) and its config file (kept when
+# one is there already).  The Debian package: /lib/systemd/system, /etc.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR  ?= $(PREFIX)/etc
 INSTALL     ?= install
 TRACER_RB   := $(patsubst lib/%,%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 
@@ -291,6 +299,12 @@ install: $(BIN) $(COMPLETIONS)
 	$(INSTALL) -m 644 docs/rbpeek.1 $(DESTDIR)$(MANDIR)/man1/rbpeek.1
 	$(INSTALL) -m 644 $(BUILD)/completions/rbpeek.bash $(DESTDIR)$(BASHCOMPDIR)/rbpeek
 	$(INSTALL) -m 644 $(BUILD)/completions/_rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/rbpeek
+	sed -e 's|/usr/bin/rbpeek|$(BINDIR)/rbpeek|' -e 's|/etc/rbpeek/|$(SYSCONFDIR)/rbpeek/|g' \
+		debian/rbpeek-agent.service >$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf ] || \
+		$(INSTALL) -m 644 examples/agent.conf $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
 	@$(MAKE) --no-print-directory install-tracer
 
 install-tracer: ext
@@ -303,7 +317,9 @@ install-tracer: ext
 # directories it shares with other software.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rbpeek $(DESTDIR)$(MANDIR)/man1/rbpeek.1 \
-		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/rbpeek 2>/dev/null
 	rm -rf $(DESTDIR)$(PREFIX)/lib/rbpeek
 
 # make dist: build/rbpeek-VERSION.tar.gz, the committed tree (git archive of

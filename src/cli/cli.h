@@ -140,6 +140,7 @@ int cmd_alloc(int argc, char **argv);
 int cmd_heap(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 struct rbp_profile;
 struct rbp_format;

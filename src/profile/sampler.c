@@ -253,6 +253,19 @@ static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_
 	return tick(l, t_ns, st);
 }
 
+int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+		      struct rbp_profile *p, uint64_t t_ns, struct rbp_stacks *scratch,
+		      struct rbp_sampler_status *st)
+{
+	struct loop l = { .t = m->t, .vm = m->vm, .o = o, .p = p, .stacks = *scratch,
+			  .frame_ids = &m->frame_ids, .tid_names = &m->tid_names };
+	int err = tick(&l, t_ns, st);
+
+	*scratch = l.stacks;
+	rbp_hmap_clear(&l.states);
+	return err;
+}
+
 /*
  * --subprocesses: look for new processes (procset.c decides when), then
  * sample each member.  Fails only when no member could be read and the

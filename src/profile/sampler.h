@@ -122,6 +122,21 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 		    struct rbp_profile *p, struct rbp_sampler_status *st);
 
 /*
+ * One read of member m of a process set, its samples added to p: the step
+ * of the loop, for a driver with its own schedule and one profile per
+ * process (rbpeek agent).  The stacks hang from p's root (no process
+ * frame).  m's caches (frame_ids, tid_names) hold ids of p: clear them
+ * when p is replaced.  scratch: buffers kept between calls (zeroed at
+ * first, rbp_stacks_free at the end).  t_ns: the sample's time.  Only
+ * o's filters and pause options are used (on_cpu, gvl_only,
+ * threads_as_roots, by_function, nonblocking, pause_all, no_gc).  Counts
+ * into st->samples and st->no_gvl_holder; returns the read's error.
+ */
+int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+		      struct rbp_profile *p, uint64_t t_ns, struct rbp_stacks *scratch,
+		      struct rbp_sampler_status *st);
+
+/*
  * Why ticks were late, for advice.  RBP_LATE_FEW: at most 1 % late, or
  * more but below 5 % with cheap ticks (scheduling noise of a busy host).
  * RBP_LATE_COST: over 1 % late and reading a sample took, on average, over
