@@ -30,7 +30,7 @@ static const char agent_usage[] =
 	"  -r, --rate HZ           samples per second (default 100)\n"
 	"  -i, --interval SECONDS  one profile per process this often (default 10)\n"
 	"  -l, --label KEY=VALUE   add a label to every profile (repeatable)\n"
-	"  -c, --config FILE       read options from FILE (key = value lines, the long\n"
+	"      --config FILE       read options from FILE (key = value lines, the long\n"
 	"                          option names as keys); the command line wins\n"
 	"      --metrics HOST:PORT serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	"                          (use a loopback address: 127.0.0.1:9393)\n"
@@ -161,7 +161,7 @@ int cmd_agent(int argc, char **argv)
 	rbp_agent_opts_init(&o);
 	/* the config file first, whatever its place: the command line overrides it */
 	for (int i = 1; i < argc; i++) {
-		const char *path = !strcmp(argv[i], "-c") || !strcmp(argv[i], "--config") ?
+		const char *path = !strcmp(argv[i], "--config") ?
 				   (i + 1 < argc ? argv[i + 1] : NULL) :
 				   !strncmp(argv[i], "--config=", 9) ? argv[i] + 9 : NULL;
 		if (!path)
@@ -171,7 +171,7 @@ int cmd_agent(int argc, char **argv)
 			       cli_usage_error("agent", "cannot read the config file '%s'", path) :
 			       cli_usage_error("agent", "%s: %s", path, why);
 	}
-	while ((c = getopt_long(argc, argv, ":r:i:l:c:h", long_opts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, ":r:i:l:h", long_opts, &idx)) != -1) {
 		const char *key = NULL;
 		switch (c) {
 		case 'h':
