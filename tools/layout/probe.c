@@ -7,6 +7,11 @@
  *   cc -I<ruby>/.ext/include/<arch> -I<ruby>/include -I<ruby> \
  *      -DRBP_TAG_VERSION='"3.1.2"' probe.c && ./a.out
  *
+ * The initializer is grouped as struct rbp_layout is, one nested struct a
+ * C struct (`.cfp = { .size = 56, ... },`), in the order of layout.h;
+ * probe_gc.c prints the collector's groups after these (the order matters
+ * only for comparing a regenerated table with the committed one).
+ *
  * Every number printed comes from the compiler (offsetof, sizeof, enum and
  * macro values of that Ruby tree).  Bitfields are located by setting the
  * field to all ones in a zeroed struct and looking at which bits changed.
