@@ -56,7 +56,7 @@ CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profile/*.c src/output/*.c))
+LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
 # The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
 # library so unit tests link them; the CLI does not use them.
 LIB_SRC   += ext/rbpeek/ktrace.c
