@@ -62,7 +62,9 @@
 #endif
 
 #include "ktrace.h"
-#include "trace.h"
+#include "trace_rec.h"
+#include "trace_write.h"
+#include "util/err.h"
 
 #define RBT_MAX_METHODS (1u << 22)  /* beyond: id 0, "(unknown)" */
 #define RBT_MAX_DEAD 16             /* rings of finished threads kept */
@@ -843,9 +845,9 @@ static VALUE save_body(VALUE arg)
 	if (!(s->f = fopen(path, "w")))
 		rb_sys_fail(path);
 	int rc = rbt_write(s->f, &s->tr, (enum rbt_format)s->fmt);
-	int e = errno;
+	int e = rc == RBP_ENOMEM ? ENOMEM : errno;
 	if (fclose(s->f) && !rc) {
-		rc = -1;
+		rc = RBP_EIO;
 		e = errno;
 	}
 	s->f = NULL;

@@ -6,11 +6,15 @@
  * thread was still going to sleep (the kernel's sched_waking can precede
  * the switch-out) makes that switch-out runnable, not sleeping.
  *
- * The writer is compiled into this test from its source (it is part of the
- * Ruby extension, not of librbpeek); the JSON output is read back.
+ * The writer comes from the tracer library (build/libtracer.a, not
+ * librbpeek); the JSON output is read back.
  */
 #include "harness.h"
-#include "../../ext/rbpeek/trace_write.c"
+#include "util/err.h"
+#include "../../ext/rbpeek/ktrace.h"
+#include "../../ext/rbpeek/trace_write.h"
+
+#include <stdlib.h>
 
 #include <sys/syscall.h>
 
@@ -46,7 +50,7 @@ static void run(const struct rbk_event *kev, size_t n, char *states, size_t len)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *f = open_memstream(&buf, &blen);
-	CHECK_EQ_INT(rbt_write(f, &tr, RBT_JSON), 0);
+	CHECK_EQ_INT(rbt_write(f, &tr, RBT_JSON), RBP_OK);
 	fclose(f);
 	sched_states(buf ? buf : "", states, len);
 	free(buf);
