@@ -95,7 +95,7 @@ EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
 # The Ruby-facing part of the extension, compiled against Ruby's headers;
 # the rest is the tracer library below.
-EXT_SRC   := ext/rbpeek/trace.c
+EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_save.c ext/rbpeek/trace_ext.c
 # The tracer library: the tracer without Ruby (kernel streams, the writer,
 # the parts of src/util they use), position-independent for the extension;
 # its unit tests and bench_ktrace link it too.  The CLI does not.
