@@ -34,11 +34,11 @@ struct rbt_ring {
 
 /* The method table: small id -> (owner, id); trace.c keeps the way back. */
 struct rbt_method {
-	VALUE klass;             /* as in rbt_slot */
-	ID mid;
+	VALUE klass;             /* owner (Qnil: unknown), marked */
+	ID mid;                  /* method name (0: unknown); an immortal ID */
 };
 
-struct rbt_slot;
+struct rbt_slot;         /* trace.c's: (owner, id) -> small id */
 
 /* The recorder's state, one per process. */
 struct rbt_state {
