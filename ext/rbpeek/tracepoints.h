@@ -37,7 +37,7 @@ int rbk_check_privilege(char *why, size_t why_len, const char *refused);
 
 /*
  * Fill tp[TP_*] from tracefs: $RBPEEK_TRACEFS (a copy made by `sudo rbpeek
- * trace`, src/proc/tracefs.h) when set and readable, else
+ * trace`, src/profile/tracefs.h) when set and readable, else
  * /sys/kernel/tracing or /sys/kernel/debug/tracing, mounting the first when
  * neither is mounted and the process may.  0, or -errno and why.
  */

@@ -10,7 +10,7 @@
  * other) is kept as an ambient capability across the change of user and
  * the exec.  The tracer also reads tracepoint descriptions from tracefs,
  * which only root may read; cli_tracefs_copy() has the two event systems
- * it uses copied (proc/tracefs.h) into a private directory the user may
+ * it uses copied (profile/tracefs.h) into a private directory the user may
  * read, named to the tracer by $RBPEEK_TRACEFS.
  *
  * Whether exec worked is told by a close-on-exec pipe: the child writes its
@@ -33,7 +33,7 @@
 #include "cli/cli.h"
 #include "cli/invoker.h"
 #include "cli/signals.h"
-#include "proc/tracefs.h"
+#include "profile/tracefs.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -105,7 +105,7 @@ int cli_spawn(char **cmd, unsigned flags)
 	return pid;
 }
 
-/* The copy itself is the engine's (proc/tracefs.c); here: for whom. */
+/* The copy itself is the engine's (profile/tracefs.c); here: for whom. */
 char *cli_tracefs_copy(void)
 {
 	struct cli_invoker inv;

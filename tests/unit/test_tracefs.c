@@ -1,7 +1,7 @@
 /*
  * test_tracefs.c - the copy of tracefs's event descriptions that `sudo
  * rbpeek trace` makes for the program it runs as the invoking user
- * (src/proc/tracefs.c): the raw_syscalls and sched events' id and format
+ * (src/profile/tracefs.c): the raw_syscalls and sched events' id and format
  * files, the same bytes as tracefs's, owned by the user given; removed
  * without a trace.
  *
@@ -9,7 +9,7 @@
  * those events; else it prints "skip ...".
  */
 #include "harness.h"
-#include "proc/tracefs.h"
+#include "profile/tracefs.h"
 #include "util/err.h"
 
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/tracefs.h"
+#include "profile/tracefs.h"
 #include "util/err.h"
 
 /* Copy events/SYS/EVENT/{id,format} from tracefs dir src into dst. */

@@ -12,8 +12,8 @@
  * /sys/kernel/tracing when neither has it (a visible side effect, as for
  * the tracer itself).
  */
-#ifndef RBP_PROC_TRACEFS_H
-#define RBP_PROC_TRACEFS_H
+#ifndef RBP_PROFILE_TRACEFS_H
+#define RBP_PROFILE_TRACEFS_H
 
 #include <sys/types.h>
 
