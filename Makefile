@@ -57,9 +57,6 @@ LDFLAGS   += -fsanitize=address,undefined
 endif
 
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
-# The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
-# library so unit tests link them; the CLI does not use them.
-LIB_SRC   += ext/rbpeek/ktrace.c
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
@@ -99,15 +96,24 @@ RUBY      ?= ruby
 RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
 EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
-EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c ext/rbpeek/ktrace.c \
-             src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+# The Ruby-facing part of the extension, compiled against Ruby's headers;
+# the rest is the tracer library below.
+EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_save.c ext/rbpeek/trace_ext.c
+# The tracer library: the tracer without Ruby (kernel streams, the writer,
+# the parts of src/util they use), position-independent for the extension;
+# its unit tests and bench_ktrace link it too.  The CLI does not.
+TRACER_SRC := $(filter-out $(EXT_SRC),$(sort $(wildcard ext/rbpeek/*.c))) \
+              src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+TRACER_OBJ := $(TRACER_SRC:%.c=$(BUILD)/tracer/%.o)
+TRACER_LIB := $(BUILD)/libtracer.a
 EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 # The Ruby ABI (RbConfig's ruby_version, e.g. 3.1.0) and headers the
 # extension is built for; a change (make RUBY=other-ruby) rebuilds it.
 RUBY_ABI   = $(shell $(RUBY) -e 'print RbConfig::CONFIG["ruby_version"]' 2>/dev/null)
 EXT_STAMP := $(EXT_DIR)/ruby.stamp
 
-ext:
+# The tracer library first, so that the make below finds it built.
+ext: $(TRACER_LIB)
 	@set -- $(RUBY_CFG); \
 	if [ $$# -lt 3 ] || [ ! -f "$$1/ruby.h" ]; then \
 		echo "make: skipping the tracer extension: no Ruby headers for '$(RUBY)' (install ruby-dev)"; \
@@ -118,10 +124,21 @@ ext:
 		$(MAKE) --no-print-directory RUBY_HDR="$$1" RUBY_ARCHHDR="$$2" RUBY_LIBDIR="$$3" RUBY_LIBARG="$$4" $(EXT_SO) $(EXT_LIB); \
 	fi
 
-$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/util/gz.h $(BUILD)/gen/rbk_syscalls.h $(EXT_STAMP)
+$(EXT_SO): $(EXT_SRC) $(wildcard ext/rbpeek/*.h) $(TRACER_LIB) $(EXT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -I$(BUILD)/gen -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
-		-o $@ $(EXT_SRC) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
+	$(CC) $(CPPFLAGS) -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
+		-o $@ $(EXT_SRC) $(TRACER_LIB) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
+
+$(BUILD)/tracer/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(BUILD)/tracer/ext/rbpeek/syscall_names.o: $(BUILD)/gen/rbk_syscalls.h
+$(BUILD)/tracer/ext/rbpeek/syscall_names.o: CPPFLAGS += -I$(BUILD)/gen
+
+$(TRACER_LIB): $(TRACER_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(EXT_DIR)/%.rb: lib/%.rb
 	@mkdir -p $(dir $@)
@@ -145,9 +162,6 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gen/rbk_syscalls.h: tools/gen-syscalls.sh
 	@mkdir -p $(dir $@)
 	tools/gen-syscalls.sh $@ "$(CC)"
-
-$(BUILD)/ext/rbpeek/ktrace.o: $(BUILD)/gen/rbk_syscalls.h
-$(BUILD)/ext/rbpeek/ktrace.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -174,13 +188,15 @@ static-check:
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIB) $(LDLIBS)
 
 # test_dwarf reads its own DWARF, macros included (-g3: .debug_macro)
 $(BUILD)/tests/test_dwarf: CFLAGS += -g3
 
-# test_trace_write compiles the tracer's writer from its source (not in $(LIB))
-$(BUILD)/tests/test_trace_write: ext/rbpeek/trace_write.c ext/rbpeek/trace.h ext/rbpeek/ktrace.h
+# The tracer's unit tests link the tracer library (not in $(LIB)).
+TRACER_TESTS := $(BUILD)/tests/test_ktrace $(BUILD)/tests/test_trace_write
+$(TRACER_TESTS): TEST_LIBS = $(TRACER_LIB)
+$(TRACER_TESTS): $(TRACER_LIB)
 
 # The static binary too (tests/e2e/86-static-binary.rb), except in sanitizer
 # and fuzzer builds, which cannot be static.
@@ -258,8 +274,8 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(TRACER_LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TRACER_LIB)
 
 $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -339,4 +355,4 @@ clean:
 
 
 .PHONY: FORCE all ext completions install install-tracer uninstall dist static static-check build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TRACER_OBJ:.o=.d)
