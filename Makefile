@@ -16,7 +16,7 @@
 #   make static     one fully static binary (build-static/rbpeek) from Debian's
 #                   static archives (libdw.a, libelf.a, libz.a, ...)
 #   make BPF=0      build without eBPF (libbpf, clang, bpftool): alloc sites
-#                   are approximate
+#                   are approximate, --sampler=bpf falls back to ptrace
 #   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
 #                   not available (the gem does this when libdw-dev is missing)
 #   make clean
@@ -48,9 +48,11 @@ LDLIBS    += -lz $(if $(filter 0,$(NATIVE)),,-Wl,--as-needed -ldw -lelf -Wl,--no
 # The eBPF programs (src/bpf/*.bpf.c) are compiled by clang -target bpf and
 # embedded as libbpf skeletons (bpftool gen skeleton) generated into
 # $(BUILD)/gen; libbpf (libbpf-dev) loads them.  BPF=0 builds
-# src/proc/framecap_none.c instead (no eBPF: alloc sites are approximate)
-# and needs no libbpf, clang or bpftool.
+# src/proc/framecap_none.c and oncpu_none.c instead (no eBPF: alloc sites
+# are approximate, --sampler=bpf falls back to ptrace) and needs no libbpf,
+# clang or bpftool.
 BPF       ?= 1
+BPF_LOADERS := src/proc/framecap.c src/proc/oncpu.c
 CLANG     ?= clang
 BPFTOOL   ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
 BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell $(CLANG) -print-multiarch 2>/dev/null) -Isrc/bpf
@@ -75,7 +77,8 @@ LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profil
 LIB_SRC   += ext/rbpeek/ktrace.c
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
-LIB_SRC   := $(filter-out src/proc/framecap$(if $(filter 0,$(BPF)),,_none).c,$(LIB_SRC))
+LIB_SRC   := $(filter-out $(if $(filter 0,$(BPF)),$(BPF_LOADERS),$(BPF_LOADERS:.c=_none.c)) \
+	     $(if $(filter 0,$(BPF)),src/proc/bpfcommon.c),$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
@@ -172,7 +175,8 @@ $(BUILD)/gen/%.skel.h: $(BUILD)/gen/%.bpf.o
 
 .PRECIOUS: $(BUILD)/gen/%.bpf.o
 $(BUILD)/src/proc/framecap.o: $(BUILD)/gen/framecap.skel.h
-$(BUILD)/src/proc/framecap.o: CPPFLAGS += -I$(BUILD)/gen
+$(BUILD)/src/proc/oncpu.o: $(BUILD)/gen/oncpu.skel.h
+$(BPF_LOADERS:%.c=$(BUILD)/%.o): CPPFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/ext/rbpeek/ktrace.o: $(BUILD)/gen/rbk_syscalls.h
 $(BUILD)/ext/rbpeek/ktrace.o: CPPFLAGS += -I$(BUILD)/gen
@@ -269,7 +273,7 @@ docs:
 	@echo "docs: $(BUILD)/site/index.html"
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause $(BUILD)/bench_oncpu
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
@@ -278,6 +282,8 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@bench/static.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@if [ "$$(id -u)" = 0 ]; then BUILD=$(BUILD) ruby bench/sampler_bpf.rb; \
+	else echo "(bench/sampler_bpf.rb skipped: eBPF needs root)"; fi
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 	@bench/subprocesses.sh
@@ -289,6 +295,9 @@ $(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_oncpu: bench/bench_oncpu.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)

@@ -80,7 +80,7 @@ else
        "(native stacks); for it: apt-get install libdw-dev, then reinstall the gem"
 end
 
-# eBPF (exact allocation sites) needs libbpf's headers, clang
+# eBPF (exact allocation sites, --sampler=bpf) needs libbpf's headers, clang
 # (-target bpf) and bpftool (skeletons); without them rbpeek is built with
 # BPF=0 and says so (it falls back as where the kernel refuses eBPF).
 clang = (ENV["CLANG"] || "clang").shellsplit
@@ -94,7 +94,7 @@ if bpf
   puts "rbpeek: building with eBPF (libbpf, clang, bpftool)"
 else
   puts "rbpeek: #{bpf_missing.join(', ')} not found: building WITHOUT eBPF (approximate " \
-       "allocation sites); for it: apt-get install #{bpf_missing.join(' ')}, then reinstall the gem"
+       "allocation sites, no --sampler=bpf); for it: apt-get install #{bpf_missing.join(' ')}, then reinstall the gem"
 end
 
 here = Dir.pwd

@@ -58,13 +58,7 @@ struct {
 	__type(value, struct config);
 } config SEC(".maps");
 
-/* One record being built: too big for the program's 512-byte stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fc_record);
-} scratch SEC(".maps");
+FC_SCRATCH_MAP(scratch);
 
 /* One BPF-output perf event per CPU, each with its ring (set by the loader). */
 struct {

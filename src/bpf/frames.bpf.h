@@ -10,6 +10,15 @@
 
 #include "framecap_record.h"
 
+/* The per-CPU record being built: too big for a program's 512-byte stack. */
+#define FC_SCRATCH_MAP(name)                            \
+	struct {                                        \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \
+		__uint(max_entries, 1);                 \
+		__type(key, __u32);                     \
+		__type(value, struct fc_record);        \
+	} name SEC(".maps")
+
 /*
  * Copy thread th's frames into rec (tid, probe, time and arg are the
  * caller's).  Returns the bytes of rec to emit, 0 when there is nothing

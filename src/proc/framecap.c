@@ -12,16 +12,13 @@
  * libbpf's own way for a perf event it did not open, done there because
  * threads come and go).
  *
- * Messages: libbpf reports through a print callback, one for the whole
- * process; while rbp_framecap_open() runs, it appends libbpf's warnings
- * (the verifier's log among them when the kernel refuses a program) to the
- * caller's buffer, for the CLI to print.  Nothing here prints.
+ * Messages: while the object loads, libbpf's warnings (the verifier's log
+ * among them) are collected (proc/bpfcommon.h) into the caller's why.
  */
 #include "proc/framecap.h"
 
 #include <errno.h>
 #include <linux/perf_event.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +31,7 @@
 
 #include "bpf/framecap_record.h"
 #include "framecap.skel.h"
+#include "proc/bpfcommon.h"
 #include "proc/perfring.h"
 #include "util/err.h"
 
@@ -59,66 +57,6 @@ struct rbp_framecap {
 	size_t n_known;
 	uint64_t records, lost;
 };
-
-/* ---- libbpf's messages --------------------------------------------------- */
-
-/* Where libbpf's warnings go while a load runs on this thread (NULL: dropped). */
-struct msgbuf {
-	char *s;
-	size_t cap, len;
-};
-static _Thread_local struct msgbuf *collect_to;
-
-static int collect(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	struct msgbuf *m = collect_to;
-
-	if (!m || level == LIBBPF_DEBUG || m->len + 1 >= m->cap)
-		return 0;
-	int n = vsnprintf(m->s + m->len, m->cap - m->len, fmt, ap);
-	if (n > 0)
-		m->len = m->len + (size_t)n < m->cap ? m->len + (size_t)n : m->cap - 1;
-	return 0;
-}
-
-/*
- * The sentence for why: what the caller says happened, then the last lines
- * libbpf said (the verifier's verdict is at the end of its log), as many as
- * fit, on one line.
- */
-static void explain(char *why, size_t why_len, const char *what, int e, const struct msgbuf *m)
-{
-	size_t at = (size_t)snprintf(why, why_len, "%s (%s)", what, strerror(e));
-	if (!m->len || at + 8 >= why_len)
-		return;
-	/* from the end, back over lines while they fit */
-	size_t room = why_len - at - 3, start = m->len;
-	while (start > 0) {
-		size_t p = start - 1;
-		while (p > 0 && m->s[p - 1] != '\n')
-			p--;
-		if (m->len - p > room)
-			break;
-		start = p;
-	}
-	if (start == m->len) {            /* the last line alone is too long: its end */
-		start = m->len - room;
-	}
-	char *o = why + at;
-	*o++ = ':', *o++ = ' ';
-	for (size_t i = start; i < m->len; i++)
-		*o++ = m->s[i] == '\n' ? (i + 1 < m->len ? ' ' : '\0') : m->s[i];
-	*o = 0;
-}
-
-/* libbpf error (negative errno) as an RBP_E* code */
-static int code_of(int e)
-{
-	return e == EPERM ? RBP_EPERM
-	       : e == ENOSYS || e == EOPNOTSUPP || e == ENOENT ? RBP_ENOUPROBE
-	       : e == ENOMEM ? RBP_ENOMEM
-	       : RBP_EINVAL;
-}
 
 /* ---- rings --------------------------------------------------------------- */
 
@@ -177,7 +115,7 @@ static int layout_ok(const struct rbp_framecap_layout *L)
 
 /* Open the skeleton, set its read-only data, load the probes' programs. */
 static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct stat *ns,
-		struct msgbuf *m, char *why, size_t why_len)
+		struct rbp_bpf_log *m, char *why, size_t why_len)
 {
 	const struct rbp_framecap_layout *L = &c->L;
 	struct bpf_program *progs[FC_MAX_PROBES];
@@ -185,8 +123,8 @@ static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct sta
 
 	if (!(c->skel = framecap_bpf__open())) {
 		e = errno;
-		explain(why, why_len, "libbpf cannot open the eBPF object", e, m);
-		return code_of(e);
+		rbp_bpf_explain(why, why_len, "libbpf cannot open the eBPF object", e, m);
+		return rbp_bpf_code(e);
 	}
 	*c->skel->rodata = (struct framecap_bpf__rodata){
 		.layout = { .thread_ec = L->thread_ec, .ec_embedded = L->ec_embedded,
@@ -204,11 +142,11 @@ static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct sta
 	}
 	if ((e = framecap_bpf__load(c->skel))) {
 		e = -e;
-		explain(why, why_len,
+		rbp_bpf_explain(why, why_len,
 			e == EPERM ? "bpf() refused to load the eBPF program"
 						  : "the kernel refused the eBPF program",
 			e, m);
-		return code_of(e);
+		return rbp_bpf_code(e);
 	}
 	for (size_t i = 0; i < c->n_probes; i++)
 		c->prog[i] = bpf_program__fd(progs[i]);
@@ -219,7 +157,7 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 		      struct rbp_framecap **out, char *why, size_t why_len)
 {
 	struct rbp_framecap *c;
-	struct msgbuf m = { .cap = 8192 };
+	struct rbp_bpf_log m;
 	struct stat ns;
 	int err;
 
@@ -233,20 +171,16 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 		snprintf(why, why_len, "cannot stat /proc/self/ns/pid: %s", strerror(errno));
 		return RBP_EINVAL;
 	}
-	if (!(c = calloc(1, sizeof(*c))) || !(m.s = calloc(1, m.cap))) {
-		free(c);
+	if (!(c = calloc(1, sizeof(*c))))
 		return RBP_ENOMEM;
-	}
 	c->L = *L;
 	c->n_probes = n_probes;
 	c->stats_fd = -1;
 	for (size_t i = 0; i < RBP_FRAMECAP_MAX_PROBES; i++)
 		c->prog[i] = -1;
-	libbpf_set_print(collect);
-	collect_to = &m;
-	err = load(c, arg_reg, &ns, &m, why, why_len);
-	collect_to = NULL;
-	free(m.s);
+	if (!(err = rbp_bpf_log_begin(&m)))
+		err = load(c, arg_reg, &ns, &m, why, why_len);
+	rbp_bpf_log_end(&m);
 	if (err || (err = open_rings(c, why, why_len)) || (err = rbp_framecap_set_pick(c, 0))) {
 		rbp_framecap_close(c);
 		return err;
@@ -274,28 +208,8 @@ int rbp_framecap_set_pick(struct rbp_framecap *c, uint32_t pick)
 int rbp_framecap_set_threads(struct rbp_framecap *c, const pid_t *tids, const uint64_t *threads,
 			     size_t n)
 {
-	int map = bpf_map__fd(c->skel->maps.threads);
-	pid_t *known;
-
-	for (size_t i = 0; i < c->n_known; i++) {
-		size_t k = 0;
-		while (k < n && tids[k] != c->known[i])
-			k++;
-		uint32_t key = (uint32_t)c->known[i];
-		if (k == n)
-			bpf_map_delete_elem(map, &key);
-	}
-	c->n_known = 0;
-	if (!(known = realloc(c->known, (n ? n : 1) * sizeof(*known))))
-		return RBP_ENOMEM;
-	c->known = known;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t key = (uint32_t)tids[i];
-		if (bpf_map_update_elem(map, &key, &threads[i], BPF_ANY))
-			return rbp_perf_errno(errno);
-		c->known[c->n_known++] = tids[i];
-	}
-	return RBP_OK;
+	return rbp_bpf_sync_threads(bpf_map__fd(c->skel->maps.threads), &c->known, &c->n_known,
+				    tids, threads, n);
 }
 
 struct read_ctx {
@@ -310,7 +224,6 @@ static int on_record(void *ctx, uint32_t type, void *body, size_t len)
 	struct read_ctx *rc = ctx;
 	struct rbp_framecap *c = rc->c;
 	const uint8_t *b = body;
-	struct fc_record h;   /* its header only */
 	struct rbp_framecap_record r;
 	uint32_t size;
 
@@ -323,25 +236,12 @@ static int on_record(void *ctx, uint32_t type, void *body, size_t len)
 	if (type != PERF_RECORD_SAMPLE || len < 4)
 		return 0;
 	memcpy(&size, b, 4);
-	if (size > len - 4 || size < FC_HDR)
+	if (size > len - 4)
 		return 0;
 	/* aligned for the reader (the raw data sits at offset 4 mod 8) */
 	memmove(body, b + 4, size);
-	b = body;
-	memcpy(&h, b, FC_HDR);
-	if (h.n_frames > RBP_FRAMECAP_MAX_FRAMES ||
-	    FC_HDR + (size_t)h.n_frames * (c->L.cfp_size + ENV_BYTES) > size)
+	if (!rbp_bpf_parse_record(body, size, c->L.cfp_size, &r))
 		return 0;
-	memset(&r, 0, sizeof(r));
-	r.probe = h.probe;
-	r.tid = (pid_t)h.tid;
-	r.time_ns = h.time_ns;
-	r.arg = h.arg;
-	r.cfp = h.cfp;
-	r.n_frames = h.n_frames;
-	r.truncated = h.truncated != 0;
-	r.frames = b + FC_HDR;
-	r.env = (const uint64_t *)(const void *)(b + FC_HDR + (size_t)h.n_frames * c->L.cfp_size);
 	c->records++;
 	return rc->fn(rc->ctx, &r);
 }
