@@ -29,6 +29,10 @@
 #include "frames.bpf.h"
 
 const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
+/* 1: the reader is in the initial PID namespace, whose ids the kernel has
+ * at hand (bpf_get_current_pid_tgid, half the cost of the namespaced look-up
+ * on the path every tick of every CPU takes) */
+const volatile __u32 initial_pidns;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -75,8 +79,13 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	__u64 *thread;
 	__u32 zero = 0, tid, tgid, size;
 
-	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+	if (initial_pidns) {
+		__u64 id = bpf_get_current_pid_tgid();
+		ns.pid = (__u32)id;
+		ns.tgid = (__u32)(id >> 32);
+	} else if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns))) {
 		return 0;
+	}
 	tgid = ns.tgid;
 	if (!(L = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;

@@ -100,6 +100,14 @@ static int attach_clocks(struct rbp_oncpu *s, uint32_t rate_hz, char *why, size_
 
 static int on_sample(void *ctx, void *data, size_t size);
 
+/*
+ * The initial PID namespace's inode number, fixed by the kernel
+ * (PROC_PID_INIT_INO): the namespace of /proc/self/ns/pid tells whether we
+ * run in it (NSpid in /proc/self/status does not: it counts the levels
+ * below the namespace /proc was mounted in).
+ */
+#define INITIAL_PIDNS_INO 0xEFFFFFFCu
+
 static int load(struct rbp_oncpu *s, const struct stat *ns, struct rbp_bpf_log *m, char *why,
 		size_t why_len)
 {
@@ -112,6 +120,7 @@ static int load(struct rbp_oncpu *s, const struct stat *ns, struct rbp_bpf_log *
 	}
 	s->skel->rodata->pidns_dev = (uint64_t)ns->st_dev;
 	s->skel->rodata->pidns_ino = (uint64_t)ns->st_ino;
+	s->skel->rodata->initial_pidns = ns->st_ino == INITIAL_PIDNS_INO;
 	if ((e = oncpu_bpf__load(s->skel))) {
 		e = -e;
 		rbp_bpf_explain(why, why_len, e == EPERM ? "bpf() refused to load the eBPF program"
