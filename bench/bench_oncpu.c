@@ -8,8 +8,9 @@
  *
  * Prints one line: samples decoded, decode errors, the kernel's count of
  * ticks on watched threads, the program's runs and time in them (the
- * kernel's own statistics, BPF_ENABLE_STATS), and this process's user and
- * system CPU seconds.
+ * kernel's own statistics, BPF_ENABLE_STATS), this process's user and
+ * system CPU seconds, and of those the sampling loop's (load and attach
+ * left out).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_oncpu: pid %s: %s\n", argv[3 + i], rbp_strerror(err));
 			return 1;
 		}
+	struct rusage ru0;
+	getrusage(RUSAGE_SELF, &ru0);   /* the sampling's own CPU from here */
 	/* as rbp_sample_loop does: read every 50 ms, refresh threads every 250 ms */
 	struct timespec period = { 0, 50 * 1000000L };
 	long reads = (long)(atof(argv[1]) * 20);
@@ -72,11 +75,13 @@ int main(int argc, char **argv)
 	}
 	rbp_bpf_sampler_stats(s, &st);
 	getrusage(RUSAGE_SELF, &ru);
-	printf("samples %llu errors %llu watched %llu dropped %llu runs %llu run_ns %llu user %.3f sys %.3f\n",
+	printf("samples %llu errors %llu watched %llu dropped %llu runs %llu run_ns %llu user %.3f sys %.3f "
+	       "loop_cpu %.3f\n",
 	       (unsigned long long)samples, (unsigned long long)st.decode_errors,
 	       (unsigned long long)st.k.watched, (unsigned long long)st.k.dropped,
 	       (unsigned long long)st.k.runs, (unsigned long long)st.k.run_ns, secs(ru.ru_utime),
-	       secs(ru.ru_stime));
+	       secs(ru.ru_stime), secs(ru.ru_utime) + secs(ru.ru_stime) - secs(ru0.ru_utime) -
+	       secs(ru0.ru_stime));
 	rbp_bpf_sampler_close(s);
 	rbp_stacks_free(&stacks);
 	for (int i = 0; i < n; i++) {

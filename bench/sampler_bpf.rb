@@ -84,8 +84,8 @@ end
 
 puts "== sampling cost: ptrace sampler (one rbpeek record per process) vs in-kernel sampler " \
      "(one engine), #{RATE} Hz, #{SECS} s"
-puts format("%6s | %8s %9s %11s | %8s %9s %11s %13s %13s | %s", "procs", "samples", "CPU ms", "us/sample",
-            "samples", "CPU ms", "us/sample", "kernel ns/run", "ns/sample", "ptrace/bpf CPU per sample")
+puts format("%6s | %8s %9s %11s | %8s %9s %11s %11s %13s %10s | %s", "procs", "samples", "CPU ms", "us/sample",
+            "samples", "CPU ms", "us/sample", "(sampling)", "kernel ns/run", "ns/sample", "ptrace/bpf CPU per sample")
 Dir.mktmpdir("rbpeek-bench-bpf") do |dir|
   COUNTS.each do |n|
     with_targets(n, dir) do |pids|
@@ -95,10 +95,12 @@ Dir.mktmpdir("rbpeek-bench-bpf") do |dir|
       per_b = b[:samples].positive? ? b[:cpu] * 1e6 / b[:samples] : Float::NAN
       ns_run = b[:runs].positive? ? b[:run_ns] / b[:runs] : Float::NAN
       ns_smp = b[:samples].positive? ? b[:run_ns] / b[:samples] : Float::NAN
-      puts format("%6d | %8d %9.1f %11.1f | %8d %9.1f %11.1f %13.0f %13.0f | %.1fx", n, ps, pcpu * 1e3, per_p,
-                  b[:samples], b[:cpu] * 1e3, per_b, ns_run, ns_smp, per_p / per_b)
+      loop_b = b[:samples].positive? ? b[:loop_cpu] * 1e6 / b[:samples] : Float::NAN
+      puts format("%6d | %8d %9.1f %11.1f | %8d %9.1f %11.1f %11.1f %13.0f %10.0f | %.1fx", n, ps, pcpu * 1e3, per_p,
+                  b[:samples], b[:cpu] * 1e3, per_b, loop_b, ns_run, ns_smp, per_p / per_b)
     end
   end
 end
-puts "(CPU = rbpeek's user + system time; kernel ns/run = the eBPF program's average run on any tick,"
+puts "(CPU = rbpeek's user + system time, attach included; (sampling) = bpf's without loading and attaching;"
+puts " kernel ns/run = the eBPF program's average run on any tick,"
 puts " ns/sample = its total time per sample taken, charged to the sampled threads, not to rbpeek)"
