@@ -67,7 +67,7 @@ static const char record_usage[] =
 	"                          the stack of the thread running the garbage collector\n"
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it (not with --nonblocking)\n"
-	"      --sampler NAME      ptrace (default): read every thread's stack from outside;\n"
+	"      --sampler SAMPLER   ptrace (default): read every thread's stack from outside;\n"
 	"                          bpf: the kernel copies the stack of a thread it interrupts\n"
 	"                          on a CPU (on-CPU samples only, no pause; root; falls back\n"
 	"                          to ptrace with a warning where eBPF is not allowed)\n"

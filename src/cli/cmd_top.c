@@ -54,7 +54,7 @@ static const char top_usage[] =
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          get rows of their own (not with --nonblocking; with\n"
 	"                          --subprocesses, in every process)\n"
-	"      --sampler NAME      ptrace (default) or bpf: the kernel copies the stack of a\n"
+	"      --sampler SAMPLER   ptrace (default) or bpf: the kernel copies the stack of a\n"
 	"                          thread it interrupts on a CPU (on-CPU samples only, no\n"
 	"                          pause; root; ptrace with a warning where eBPF is not allowed)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
