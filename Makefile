@@ -16,6 +16,8 @@
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
 #   make static     one fully static binary (build-static/rbpeek) from Debian's
 #                   static archives (libdw.a, libelf.a, libz.a, ...)
+#   make BPF=0      build without eBPF (libbpf, clang, bpftool): alloc sites
+#                   are approximate, --sampler=bpf falls back to ptrace
 #   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
 #                   not available (the gem does this when libdw-dev is missing)
 #   make clean
@@ -44,6 +46,20 @@ CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # --native, layouts from the tables only), and needs no elfutils.
 NATIVE    ?= 1
 LDLIBS    += -lz $(if $(filter 0,$(NATIVE)),,-Wl,--as-needed -ldw -lelf -Wl,--no-as-needed)
+# The eBPF programs (src/bpf/*.bpf.c) are compiled by clang -target bpf and
+# embedded as libbpf skeletons (bpftool gen skeleton) generated into
+# $(BUILD)/gen; libbpf (libbpf-dev) loads them.  BPF=0 builds
+# src/proc/framecap_none.c and oncpu_none.c instead (no eBPF: alloc sites
+# are approximate, --sampler=bpf falls back to ptrace) and needs no libbpf,
+# clang or bpftool.
+BPF       ?= 1
+BPF_LOADERS := src/proc/framecap.c src/proc/oncpu.c
+CLANG     ?= clang
+BPFTOOL   ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
+BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell $(CLANG) -print-multiarch 2>/dev/null) -Isrc/bpf
+ifneq ($(BPF),0)
+LDLIBS    += -Wl,--as-needed -lbpf -Wl,--no-as-needed
+endif
 
 ifeq ($(FUZZ),1)
 CC        := clang
@@ -59,6 +75,8 @@ endif
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
+LIB_SRC   := $(filter-out $(if $(filter 0,$(BPF)),$(BPF_LOADERS),$(BPF_LOADERS:.c=_none.c)) \
+	     $(if $(filter 0,$(BPF)),src/proc/bpfcommon.c),$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
@@ -70,10 +88,10 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
-STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
+STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
 LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
 	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
-LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
+LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))
 endif
@@ -163,6 +181,23 @@ $(BUILD)/gen/rbk_syscalls.h: tools/gen-syscalls.sh
 	@mkdir -p $(dir $@)
 	tools/gen-syscalls.sh $@ "$(CC)"
 
+# eBPF objects and their skeletons (framecap.bpf.c -> framecap.bpf.o ->
+# framecap.skel.h, struct framecap_bpf), included by the loader in src/proc.
+BPF_HDR   := $(wildcard src/bpf/*.h)
+
+$(BUILD)/gen/%.bpf.o: src/bpf/%.bpf.c $(BPF_HDR)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/%.skel.h: $(BUILD)/gen/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf >$@.tmp
+	@mv -f $@.tmp $@
+
+.PRECIOUS: $(BUILD)/gen/%.bpf.o
+$(BUILD)/src/proc/framecap.o: $(BUILD)/gen/framecap.skel.h
+$(BUILD)/src/proc/oncpu.o: $(BUILD)/gen/oncpu.skel.h
+$(BPF_LOADERS:%.c=$(BUILD)/%.o): CPPFLAGS += -I$(BUILD)/gen
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -178,7 +213,7 @@ static-check:
 	@missing=""; \
 	for l in $(patsubst -l%,%,$(filter -l%,$(LDLIBS))) c; do \
 		[ "$$($(CC) -print-file-name=lib$$l.a)" != "lib$$l.a" ] && continue; \
-		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
+		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; bpf) p=libbpf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
 		bz2) p=libbz2-dev;; zstd) p=libzstd-dev;; *) p=libc6-dev;; esac; \
 		missing="$$missing $$p"; \
 	done; \
@@ -257,7 +292,7 @@ docs:
 	@echo "docs: $(BUILD)/site/index.html"
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause $(BUILD)/bench_oncpu
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
@@ -266,6 +301,8 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@bench/static.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@if [ "$$(id -u)" = 0 ]; then BUILD=$(BUILD) ruby bench/sampler_bpf.rb; \
+	else echo "(bench/sampler_bpf.rb skipped: eBPF needs root)"; fi
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 	@bench/subprocesses.sh
@@ -278,6 +315,9 @@ $(BUILD)/bench_ktrace: bench/bench_ktrace.c $(TRACER_LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TRACER_LIB)
 
 $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_oncpu: bench/bench_oncpu.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)

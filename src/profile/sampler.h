@@ -108,6 +108,17 @@ struct rbp_sampler_opts {
 	 * the one target.
 	 */
 	struct rbp_procset *procs;
+	/*
+	 * --sampler=bpf: take the stacks the kernel copied at each CPU's clock
+	 * tick (profile/bpfsampler.h, t already watched) instead of reading
+	 * them from outside: on-CPU samples only, no pause, no GVL or GC
+	 * state.  The loop then wakes every 50 ms to decode what came, and
+	 * refreshes the kernel's thread map every 250 ms; rate_hz is the
+	 * engine's.  ticks counts the kernel's ticks on a thread of the
+	 * target, tick_ns each wake-up's cost; never late.  Not with procs or
+	 * native.  Not owned.
+	 */
+	struct rbp_bpf_sampler *bpf;
 	/* For spawned children: nonzero once the child has exited (reaped).  May be NULL. */
 	int (*child_exited)(void *ctx);
 	void *ctx;

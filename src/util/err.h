@@ -30,6 +30,7 @@ enum rbp_err {
 	RBP_EPTRACE = -17,  /* ptrace refused for a reason other than EPERM */
 	RBP_ENOUPROBE = -18, /* the kernel offers no uprobe perf events */
 	RBP_ENONATIVE = -19, /* built without elfutils (NATIVE=0): no native stacks */
+	RBP_ENOBPF = -9,    /* built without eBPF (BPF=0): no program can be loaded */
 
 	/* ruby: the VM model */
 	RBP_ENOTRUBY = -20, /* no Ruby interpreter found in the target */
