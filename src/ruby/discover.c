@@ -215,21 +215,36 @@ static int in_ruby_file(struct rbp_vm *vm, uint64_t addr)
 	return 0;
 }
 
+/* 1 when addr is in one of the writable PT_LOAD segments of Ruby's file. */
+static int in_ruby_writable(struct rbp_vm *vm, uint64_t addr)
+{
+	for (size_t i = 0; i < rbp_elf_phnum(vm->elf); i++) {
+		const struct rbp_elf_phdr *ph = rbp_elf_phdr(vm->elf, i);
+		uint64_t start = ph->vaddr + vm->info.ruby_bias;
+		if (ph->type == 1 /* PT_LOAD */ && (ph->flags & 2 /* PF_W */) &&
+		    addr >= start && addr - start < ph->memsz)
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * Accept a candidate VM address read from `slot`: the slot holds either
  * the VM pointer itself, or (through the GOT, when the variable is
- * exported) the address of the variable that holds it.
+ * exported) the address of the variable that holds it.  The VM itself may
+ * be in Ruby's file too (4.1 allocates it statically, in .bss): a pointer
+ * into the file is tried as the VM first, then as the variable.
  */
 static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 {
 	uint64_t v;
 
-	if (rv_word(vm, slot, &v))
+	if (rv_word(vm, slot, &v) || !v)
 		return RBP_ENOVM;
-	if (in_ruby_file(vm, v) && rv_word(vm, v, &v))
-		return RBP_ENOVM;
-	if (!v || validate_vm(vm, v))
-		return RBP_ENOVM;
+	if (validate_vm(vm, v)) {
+		if (!in_ruby_file(vm, v) || rv_word(vm, v, &v) || !v || validate_vm(vm, v))
+			return RBP_ENOVM;
+	}
 	vm->vm_addr = v;
 	vm->info.vm_addr = v;
 	vm->info.vm_method = method;
@@ -282,7 +297,10 @@ static int vm_from_scan(struct rbp_vm *vm)
 		if (!rv_read(vm, start, words, len)) {
 			for (size_t w = 0; w < len / 8; w++) {
 				uint64_t v = words[w];
-				if (v < 0x10000 || v >= 0x800000000000ull || (v & 7) || in_ruby_file(vm, v))
+				/* the VM is on the heap, or (4.1) in Ruby's own
+				 * writable segments; never in its code or constants */
+				if (v < 0x10000 || v >= 0x800000000000ull || (v & 7) ||
+				    (in_ruby_file(vm, v) && !in_ruby_writable(vm, v)))
 					continue;
 				if (!validate_vm(vm, v)) {
 					free(words);

@@ -23,7 +23,7 @@
 #define RV_MAX_STRING 4096         /* longest label/path/name we read */
 #define RV_MAX_THREADS 100000      /* sanity bound on a thread list */
 #define RV_MAX_FRAMES 1000000      /* sanity bound on one stack */
-#define RV_GC_FLAGS_MAX 64         /* bytes of rb_objspace's head we read for its flags */
+#define RV_GC_FLAGS_MAX 128        /* bytes of rb_objspace's head we read for its flags (4.1: at 76) */
 
 /* What we keep about an iseq (keyed by its address). */
 struct rv_iseq {

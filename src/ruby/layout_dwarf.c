@@ -29,7 +29,7 @@ static const char *const want_types[] = {
 	"struct RClass_and_rb_classext_t",  /* 3.3+, class.c */
 	"rb_symbols_t", "struct symbols",   /* 2.7+ / before, symbol.c */
 	"rb_darray_meta_t", "RVALUE",       /* 3.4+ / before, gc.c */
-	"struct sym_id_entry", "struct RTypedData", "struct RBasic", /* 4.1+ */
+	"struct sym_id_entry", "struct RTypedData", /* 4.1+, symbol.c */
 };
 
 /* Every constant; several exist only in some versions (absent is an answer). */
@@ -471,17 +471,15 @@ static void fill_gc(struct ctx *c)
 	SET(heap_page.total_slots, off(c, P, "total_slots"));
 	SET(heap_page.free_slots, off(c, P, "free_slots"));
 	SET(heap_page.slot_size, off_opt(c, P, "slot_size"));   /* 3.1+ */
-	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro); 4.1+ the
-	 * smallest of the listed pool sizes (pool_slot_sizes[0], a static
-	 * array, not a constant), which holds an RBasic and two VALUEs: rbpeek
+	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro, in the DWARF
+	 * only when its body is a literal); 4.1+ the smallest of the listed
+	 * pool sizes (pool_slot_sizes[0], an array).  When the DWARF has
+	 * neither, the table's value stays (the layout note names it): rbpeek
 	 * uses it only as the lower bound of a page's slot size */
-	int64_t base;
 	if (!rbp_dwarf_sizeof(c->d, "RVALUE", &size))
 		SET(heap_page.slot_size_base, size);
-	else if (!rbp_dwarf_const(c->d, "BASE_SLOT_SIZE", &base))
-		SET(heap_page.slot_size_base, base);
 	else
-		SET(heap_page.slot_size_base, size_of(c, "struct RBasic") + 16);
+		CONST(heap_page.slot_size_base, "BASE_SLOT_SIZE");
 	CONST(heap_page.page_size, "HEAP_PAGE_SIZE");
 }
 

@@ -16,8 +16,9 @@
 # The YJIT Rubies: the "yjit" build of tools/build-debian-ruby.sh (Debian's
 # ruby3.3 source, Rust YJIT; skipped with the reason when it is not built),
 # the host's ruby when its build has YJIT (Debian's 3.1: the C YJIT), and any
-# Ruby of 81-found-rubies.rb built with YJIT.  Test names:
-# yjit/<ruby>+yjit/<check>.
+# Ruby of 81-found-rubies.rb built with YJIT; and each found Ruby built with
+# ZJIT (4.0+), run with --zjit --zjit-call-threshold=1, the same checks.
+# Test names: yjit/<ruby>+yjit/<check>, yjit/<ruby>+zjit/<check>.
 require_relative "lib/versions"
 include E2E
 
@@ -42,7 +43,14 @@ found = FoundRubies.all
 candidates = found.dup
 host = !host_exe.empty? && FoundRubies.describe("host", host_exe)
 candidates.unshift(host) if host && found.none? { |r| File.realpath(r.exe) == File.realpath(host_exe) }
-rubies = candidates.select { |r| yjit?(r.exe) }.map { |r| r.with_flags("--yjit", "--yjit-call-threshold=1") }
+# Whether exe runs with ZJIT (Ruby's second JIT, 4.0+, off by default) enabled.
+def zjit?(exe)
+  system(exe, "--disable-gems", "--zjit", "-e", "exit(defined?(RubyVM::ZJIT) && RubyVM::ZJIT.enabled? ? 0 : 1)",
+         out: File::NULL, err: File::NULL)
+end
+
+rubies = candidates.select { |r| yjit?(r.exe) }.map { |r| r.with_flags("--yjit", "--yjit-call-threshold=1") } +
+         candidates.select { |r| zjit?(r.exe) }.map { |r| r.with_flags("--zjit", "--zjit-call-threshold=1") }
 unless found.any? { |r| r.origin == "debsrc:yjit" }
   skip("yjit/debsrc:yjit", "no Debian-source YJIT Ruby (run tools/build-debian-ruby.sh yjit)")
 end

@@ -49,7 +49,8 @@ module FoundRubies
     end
 
     def prefix
-      "ruby#{version}@#{origin}#{flags&.include?('--yjit') ? '+yjit' : ''}"
+      jit = %w[yjit zjit].find { |j| flags&.include?("--#{j}") }
+      "ruby#{version}@#{origin}#{jit ? "+#{jit}" : ''}"
     end
 
     # The same Ruby, its targets run with these flags.

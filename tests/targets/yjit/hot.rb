@@ -1,5 +1,5 @@
 # hot.rb - threads parked in code that YJIT compiled (run it with --yjit
-# --yjit-call-threshold=1): a thread blocked in a C method (sleep) called
+# --yjit-call-threshold=1, or --zjit --zjit-call-threshold=1): a thread blocked in a C method (sleep) called
 # from compiled methods, and two threads spinning in compiled loops, one on a
 # global variable (YJIT saves the PC before each access), one on a local
 # variable only (no call, nothing that makes YJIT write cfp->pc).  With
@@ -48,8 +48,15 @@ class Hot
 end
 
 if (info = ENV["RBPEEK_YJIT_INFO"])
-  enabled = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? true : false
-  size = -> { enabled ? RubyVM::YJIT.runtime_stats[:inline_code_size].to_i : 0 }
+  # YJIT, or (4.0+, run with --zjit) ZJIT: the same frames are expected
+  zjit = defined?(RubyVM::ZJIT) && RubyVM::ZJIT.enabled? ? true : false
+  enabled = zjit || (defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? true : false)
+  size = lambda do
+    if zjit then RubyVM::ZJIT.stats[:code_region_bytes].to_i
+    elsif enabled then RubyVM::YJIT.runtime_stats[:inline_code_size].to_i
+    else 0
+    end
+  end
   before = size.call
   Hot.new.warm(10)
   RbpeekTarget.atomic_write(info, JSON.generate("enabled" => enabled, "warm_code_bytes" => size.call - before))
