@@ -61,8 +61,7 @@ int cmd_report(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "idle", no_argument, NULL, 'I' },
 		{ "no-idle", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	const char *input = NULL, *format = NULL, *output = NULL;
 	const struct rbp_format *fmt;

@@ -203,8 +203,7 @@ int cmd_trace(int argc, char **argv)
 		{ "buffer-size", required_argument, NULL, 'b' },
 		{ "no-c-calls", no_argument, NULL, 'C' },
 		{ "no-drop-root", no_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	const char *out = NULL, *fmt = NULL, *size = NULL, *fits = NULL;
 	char path[PATH_MAX];
