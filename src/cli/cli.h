@@ -113,6 +113,12 @@ struct cli_target_opts {
 #define CLI_OPTS_LAYOUT { "force-version", required_argument, NULL, 'F' }, \
 	{ "layout", required_argument, NULL, 'L' }
 #define CLI_OPTS_END { "help", no_argument, NULL, 'h' }, { 0 }
+/* -o FILE and -f FORMAT of the commands that write a profile or trace. */
+#define CLI_OPTS_OUTPUT { "output", required_argument, NULL, 'o' }, \
+	{ "format", required_argument, NULL, 'f' }
+/* -r N and -d SECONDS of the commands that watch a process (cli_rate_opt, cli_duration_opt). */
+#define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
+	{ "duration", required_argument, NULL, 'd' }
 /*
  * The default case of a command's getopt_long loop: takes option c (value
  * in optarg) when it is one of the target options (o may be NULL for a

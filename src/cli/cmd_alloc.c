@@ -5,9 +5,7 @@
  * file holds the command line, the live table, the statistics and the
  * final write.
  */
-#include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,11 +81,9 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 	enum { OPT_SILENT = 256, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
-		{ "duration", required_argument, NULL, 'd' },
-		{ "rate", required_argument, NULL, 'r' },
+		CLI_OPTS_WATCH,
 		{ "top", required_argument, NULL, 't' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
+		CLI_OPTS_OUTPUT,
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		CLI_OPTS_LAYOUT,
 		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },

@@ -101,10 +101,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	       OPT_IDLE, OPT_NOIDLE };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
-		{ "rate", required_argument, NULL, 'r' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
+		CLI_OPTS_WATCH,
+		CLI_OPTS_OUTPUT,
 		{ "on-cpu", no_argument, NULL, OPT_ONCPU },
 		{ "gvl", no_argument, NULL, OPT_GVL },
 		{ "threads", no_argument, NULL, OPT_THREADS },

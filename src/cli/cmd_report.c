@@ -57,8 +57,7 @@ int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "output", required_argument, NULL, 'o' },
+		CLI_OPTS_OUTPUT,
 		{ "idle", no_argument, NULL, 'I' },
 		{ "no-idle", no_argument, NULL, 'N' },
 		CLI_OPTS_END

@@ -67,9 +67,8 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_NATIVE };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
-		{ "rate", required_argument, NULL, 'r' },
+		CLI_OPTS_WATCH,
 		{ "delay", required_argument, NULL, OPT_DELAY },
-		{ "duration", required_argument, NULL, 'd' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
