@@ -10,11 +10,14 @@
 #                   on its seeds (make test runs each for FUZZ_SECONDS, 20)
 #   make docs       the documentation site (docs/, mkdocs.yml) into build/site;
 #                   open build/site/index.html, no server needed
-#   make install    the binary, man page, completions and tracer into PREFIX
+#   make install    the binary, man page, completions, tracer, the agent's
+#                   systemd unit and config file into PREFIX
 #                   (default /usr/local; DESTDIR for staging); make uninstall
 #   make dist       build/rbpeek-VERSION.tar.gz, a source tarball of HEAD
 #   make static     one fully static binary (build-static/rbpeek) from Debian's
 #                   static archives (libdw.a, libelf.a, libz.a, ...)
+#   make BPF=0      build without eBPF (libbpf, clang, bpftool): alloc sites
+#                   are approximate, --sampler=bpf falls back to ptrace
 #   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
 #                   not available (the gem does this when libdw-dev is missing)
 #   make clean
@@ -43,6 +46,20 @@ CPPFLAGS  += -D_GNU_SOURCE -Isrc -DRBP_VERSION='"$(VERSION)"'
 # --native, layouts from the tables only), and needs no elfutils.
 NATIVE    ?= 1
 LDLIBS    += -lz $(if $(filter 0,$(NATIVE)),,-Wl,--as-needed -ldw -lelf -Wl,--no-as-needed)
+# The eBPF programs (src/bpf/*.bpf.c) are compiled by clang -target bpf and
+# embedded as libbpf skeletons (bpftool gen skeleton) generated into
+# $(BUILD)/gen; libbpf (libbpf-dev) loads them.  BPF=0 builds
+# src/proc/framecap_none.c and oncpu_none.c instead (no eBPF: alloc sites
+# are approximate, --sampler=bpf falls back to ptrace) and needs no libbpf,
+# clang or bpftool.
+BPF       ?= 1
+BPF_LOADERS := src/proc/framecap.c src/proc/oncpu.c
+CLANG     ?= clang
+BPFTOOL   ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
+BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell $(CLANG) -print-multiarch 2>/dev/null) -Isrc/bpf
+ifneq ($(BPF),0)
+LDLIBS    += -Wl,--as-needed -lbpf -Wl,--no-as-needed
+endif
 
 ifeq ($(FUZZ),1)
 CC        := clang
@@ -55,25 +72,26 @@ CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/profile/*.c src/output/*.c))
-# The tracer's kernel streams (ext/rbpeek/ktrace.c) are plain C: in the
-# library so unit tests link them; the CLI does not use them.
-LIB_SRC   += ext/rbpeek/ktrace.c
+LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
+LIB_SRC   := $(filter-out $(if $(filter 0,$(BPF)),$(BPF_LOADERS),$(BPF_LOADERS:.c=_none.c)) \
+	     $(if $(filter 0,$(BPF)),src/proc/bpfcommon.c),$(LIB_SRC))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
 # it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
-# cannot work in a static executable (see there); --fatal-warnings keeps
+# cannot work in a static executable (see there: getaddrinfo reads
+# /etc/hosts alone); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
-STATIC_LIBS := $(shell pkg-config --static --libs libdw 2>/dev/null)
-LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid
-LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),-ldw -lelf -lz -llzma -lbz2) -lz
+STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
+LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
+	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
+LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))
 endif
@@ -96,15 +114,24 @@ RUBY      ?= ruby
 RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
 EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
-EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_write.c ext/rbpeek/ktrace.c \
-             src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+# The Ruby-facing part of the extension, compiled against Ruby's headers;
+# the rest is the tracer library below.
+EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_save.c ext/rbpeek/trace_ext.c
+# The tracer library: the tracer without Ruby (kernel streams, the writer,
+# the parts of src/util they use), position-independent for the extension;
+# its unit tests and bench_ktrace link it too.  The CLI does not.
+TRACER_SRC := $(filter-out $(EXT_SRC),$(sort $(wildcard ext/rbpeek/*.c))) \
+              src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+TRACER_OBJ := $(TRACER_SRC:%.c=$(BUILD)/tracer/%.o)
+TRACER_LIB := $(BUILD)/libtracer.a
 EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 # The Ruby ABI (RbConfig's ruby_version, e.g. 3.1.0) and headers the
 # extension is built for; a change (make RUBY=other-ruby) rebuilds it.
 RUBY_ABI   = $(shell $(RUBY) -e 'print RbConfig::CONFIG["ruby_version"]' 2>/dev/null)
 EXT_STAMP := $(EXT_DIR)/ruby.stamp
 
-ext:
+# The tracer library first, so that the make below finds it built.
+ext: $(TRACER_LIB)
 	@set -- $(RUBY_CFG); \
 	if [ $$# -lt 3 ] || [ ! -f "$$1/ruby.h" ]; then \
 		echo "make: skipping the tracer extension: no Ruby headers for '$(RUBY)' (install ruby-dev)"; \
@@ -115,10 +142,21 @@ ext:
 		$(MAKE) --no-print-directory RUBY_HDR="$$1" RUBY_ARCHHDR="$$2" RUBY_LIBDIR="$$3" RUBY_LIBARG="$$4" $(EXT_SO) $(EXT_LIB); \
 	fi
 
-$(EXT_SO): $(EXT_SRC) ext/rbpeek/trace.h ext/rbpeek/ktrace.h src/util/pb.h src/util/gz.h $(BUILD)/gen/rbk_syscalls.h $(EXT_STAMP)
+$(EXT_SO): $(EXT_SRC) $(wildcard ext/rbpeek/*.h) $(TRACER_LIB) $(EXT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -I$(BUILD)/gen -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
-		-o $@ $(EXT_SRC) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
+	$(CC) $(CPPFLAGS) -I$(RUBY_HDR) -I$(RUBY_ARCHHDR) $(WARN) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
+		-o $@ $(EXT_SRC) $(TRACER_LIB) $(LDFLAGS) -L$(RUBY_LIBDIR) $(RUBY_LIBARG)
+
+$(BUILD)/tracer/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(BUILD)/tracer/ext/rbpeek/syscall_names.o: $(BUILD)/gen/rbk_syscalls.h
+$(BUILD)/tracer/ext/rbpeek/syscall_names.o: CPPFLAGS += -I$(BUILD)/gen
+
+$(TRACER_LIB): $(TRACER_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(EXT_DIR)/%.rb: lib/%.rb
 	@mkdir -p $(dir $@)
@@ -143,8 +181,22 @@ $(BUILD)/gen/rbk_syscalls.h: tools/gen-syscalls.sh
 	@mkdir -p $(dir $@)
 	tools/gen-syscalls.sh $@ "$(CC)"
 
-$(BUILD)/ext/rbpeek/ktrace.o: $(BUILD)/gen/rbk_syscalls.h
-$(BUILD)/ext/rbpeek/ktrace.o: CPPFLAGS += -I$(BUILD)/gen
+# eBPF objects and their skeletons (framecap.bpf.c -> framecap.bpf.o ->
+# framecap.skel.h, struct framecap_bpf), included by the loader in src/proc.
+BPF_HDR   := $(wildcard src/bpf/*.h)
+
+$(BUILD)/gen/%.bpf.o: src/bpf/%.bpf.c $(BPF_HDR)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/%.skel.h: $(BUILD)/gen/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf >$@.tmp
+	@mv -f $@.tmp $@
+
+.PRECIOUS: $(BUILD)/gen/%.bpf.o
+$(BUILD)/src/proc/framecap.o: $(BUILD)/gen/framecap.skel.h
+$(BUILD)/src/proc/oncpu.o: $(BUILD)/gen/oncpu.skel.h
+$(BPF_LOADERS:%.c=$(BUILD)/%.o): CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -161,7 +213,7 @@ static-check:
 	@missing=""; \
 	for l in $(patsubst -l%,%,$(filter -l%,$(LDLIBS))) c; do \
 		[ "$$($(CC) -print-file-name=lib$$l.a)" != "lib$$l.a" ] && continue; \
-		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
+		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; bpf) p=libbpf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
 		bz2) p=libbz2-dev;; zstd) p=libzstd-dev;; *) p=libc6-dev;; esac; \
 		missing="$$missing $$p"; \
 	done; \
@@ -171,13 +223,15 @@ static-check:
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) tests/unit/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests/unit $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIB) $(LDLIBS)
 
 # test_dwarf reads its own DWARF, macros included (-g3: .debug_macro)
 $(BUILD)/tests/test_dwarf: CFLAGS += -g3
 
-# test_trace_write compiles the tracer's writer from its source (not in $(LIB))
-$(BUILD)/tests/test_trace_write: ext/rbpeek/trace_write.c ext/rbpeek/trace.h ext/rbpeek/ktrace.h
+# The tracer's unit tests link the tracer library (not in $(LIB)).
+TRACER_TESTS := $(BUILD)/tests/test_ktrace $(BUILD)/tests/test_trace_write
+$(TRACER_TESTS): TEST_LIBS = $(TRACER_LIB)
+$(TRACER_TESTS): $(TRACER_LIB)
 
 # The static binary too (tests/e2e/86-static-binary.rb), except in sanitizer
 # and fuzzer builds, which cannot be static.
@@ -238,7 +292,7 @@ docs:
 	@echo "docs: $(BUILD)/site/index.html"
 
 # Benchmarks print tables; they are not tests (timing is noisy here).
-bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause
+bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BUILD)/bench_pause $(BUILD)/bench_oncpu
 	@echo "== time to write each format (1,000,000 samples)"
 	@$(BUILD)/bench_formats
 	@bench/sampling.sh
@@ -247,17 +301,23 @@ bench: all $(BUILD)/bench_formats $(BUILD)/bench_ktrace $(BUILD)/bench_walk $(BU
 	@bench/static.sh
 	@if [ "$$(id -u)" = 0 ]; then RBPEEK=$(BIN) ruby bench/alloc.rb; \
 	else echo "(bench/alloc.rb skipped: rbpeek alloc needs root)"; fi
+	@if [ "$$(id -u)" = 0 ]; then BUILD=$(BUILD) ruby bench/sampler_bpf.rb; \
+	else echo "(bench/sampler_bpf.rb skipped: eBPF needs root)"; fi
 	@$(BUILD)/bench_ktrace
 	@BUILD=$(BUILD) bench/trace/run.sh
 	@bench/subprocesses.sh
+	@bench/agent.sh
 
 $(BUILD)/bench_formats: bench/bench_formats.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(LIB)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/bench_ktrace: bench/bench_ktrace.c $(TRACER_LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TRACER_LIB)
 
 $(BUILD)/bench_walk: bench/bench_walk.c $(LIB)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_oncpu: bench/bench_oncpu.c $(LIB)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)
@@ -282,6 +342,10 @@ MANDIR      ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 TRACERDIR   := $(PREFIX)/lib/rbpeek/ruby
+# The agent's systemd unit (not enabled) and its config file (kept when
+# one is there already).  The Debian package: /lib/systemd/system, /etc.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR  ?= $(PREFIX)/etc
 INSTALL     ?= install
 TRACER_RB   := $(patsubst lib/%,%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))
 
@@ -291,6 +355,12 @@ install: $(BIN) $(COMPLETIONS)
 	$(INSTALL) -m 644 docs/rbpeek.1 $(DESTDIR)$(MANDIR)/man1/rbpeek.1
 	$(INSTALL) -m 644 $(BUILD)/completions/rbpeek.bash $(DESTDIR)$(BASHCOMPDIR)/rbpeek
 	$(INSTALL) -m 644 $(BUILD)/completions/_rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/rbpeek
+	sed -e 's|/usr/bin/rbpeek|$(BINDIR)/rbpeek|' -e 's|/etc/rbpeek/|$(SYSCONFDIR)/rbpeek/|g' \
+		debian/rbpeek-agent.service >$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf ] || \
+		$(INSTALL) -m 644 examples/agent.conf $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
 	@$(MAKE) --no-print-directory install-tracer
 
 install-tracer: ext
@@ -303,7 +373,9 @@ install-tracer: ext
 # directories it shares with other software.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rbpeek $(DESTDIR)$(MANDIR)/man1/rbpeek.1 \
-		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek
+		$(DESTDIR)$(BASHCOMPDIR)/rbpeek $(DESTDIR)$(ZSHCOMPDIR)/_rbpeek \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/rbpeek-agent.service $(DESTDIR)$(SYSCONFDIR)/rbpeek/agent.conf
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/rbpeek 2>/dev/null
 	rm -rf $(DESTDIR)$(PREFIX)/lib/rbpeek
 
 # make dist: build/rbpeek-VERSION.tar.gz, the committed tree (git archive of
@@ -323,4 +395,4 @@ clean:
 
 
 .PHONY: FORCE all ext completions install install-tracer uninstall dist static static-check build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TRACER_OBJ:.o=.d)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # gen-syscalls.sh OUT [CC] - write the syscall-name table of the build machine's
-# architecture (x86_64, aarch64, ...) as C initializer lines for ktrace.c:
+# architecture (x86_64, aarch64, ...) as C initializer lines for syscall_names.c:
 #     [0] = "read",
 # The facts come from the kernel's own headers (<asm/unistd.h>, i.e.
 # asm/unistd_64.h on x86_64 and asm-generic/unistd.h on aarch64): the

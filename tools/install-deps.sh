@@ -34,6 +34,10 @@
 #                     libelf.a come with libdw-dev/libelf-dev, libz.a with
 #                     zlib1g-dev; Debian 13's libdw.a also needs libzstd.a);
 #                     pkg-config --static names the set libdw.a needs
+#   libbpf-dev, bpftool
+#                     the eBPF programs (src/bpf/*.bpf.c, compiled by clang):
+#                     libbpf loads them (libbpf.a for make static), bpftool
+#                     turns each object into a skeleton header
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
 #                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
@@ -45,7 +49,7 @@ set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler
-	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config"
+	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"
 fi

@@ -9,7 +9,8 @@
 #    headers, the kernel's headers (<asm/unistd.h>).  When anything is
 #    missing it stops with ONE message naming the Debian packages to
 #    install.  libdw (elfutils) is optional: without it rbpeek is built with
-#    NATIVE=0 and says so (--native then explains itself).
+#    NATIVE=0 and says so (--native then explains itself); so is eBPF
+#    (libbpf-dev, clang, bpftool): without it BPF=0, and the warning names them.
 # 2. Writes a Makefile here for RubyGems' `make clean`, `make`,
 #    `make install`:
 #      make          the project's Makefile (BUILD=./build, RUBY=this Ruby,
@@ -79,6 +80,23 @@ else
        "(native stacks); for it: apt-get install libdw-dev, then reinstall the gem"
 end
 
+# eBPF (exact allocation sites, --sampler=bpf) needs libbpf's headers, clang
+# (-target bpf) and bpftool (skeletons); without them rbpeek is built with
+# BPF=0 and says so (it falls back as where the kernel refuses eBPF).
+clang = (ENV["CLANG"] || "clang").shellsplit
+bpftool = ENV["BPFTOOL"] || ["bpftool", "/usr/sbin/bpftool"].find { |t| command?([t, "version"]) }
+bpf_missing = []
+bpf_missing << "libbpf-dev" unless header?(cc, cppflags, "bpf/libbpf.h")
+bpf_missing << "clang" unless command?([*clang, "--version"])
+bpf_missing << "bpftool" unless bpftool
+bpf = bpf_missing.empty?
+if bpf
+  puts "rbpeek: building with eBPF (libbpf, clang, bpftool)"
+else
+  puts "rbpeek: #{bpf_missing.join(', ')} not found: building WITHOUT eBPF (approximate " \
+       "allocation sites, no --sampler=bpf); for it: apt-get install #{bpf_missing.join(' ')}, then reinstall the gem"
+end
+
 here = Dir.pwd
 q = ->(s) { s.to_s.gsub("$", "$$").shellescape }
 File.write(File.join(here, "Makefile"), <<~MAKE)
@@ -88,7 +106,7 @@ File.write(File.join(here, "Makefile"), <<~MAKE)
   BUILD       := #{q[File.join(here, 'build')]}
   sitearchdir ?= #{q[cfg['sitearchdir']]}
   DEST         = $(sitearchdir)/rbpeek
-  ARGS        := BUILD=$(BUILD) RUBY=#{q[RbConfig.ruby]} NATIVE=#{native ? 1 : 0} WERROR=
+  ARGS        := BUILD=$(BUILD) RUBY=#{q[RbConfig.ruby]} NATIVE=#{native ? 1 : 0} BPF=#{bpf ? 1 : 0}#{bpf ? " BPFTOOL=#{q[bpftool]}" : ''} WERROR=
 
   all:
   \t$(MAKE) -C $(ROOT) $(ARGS) $(BUILD)/rbpeek ext

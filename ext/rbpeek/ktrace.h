@@ -6,7 +6,9 @@
  * keep the newest events (a flight recorder), read on demand.
  *
  * Plain C11 + Linux headers, no Ruby headers: it runs inside the traced
- * process and is linked into the Ruby extension and into the unit test.
+ * process.  Part of the tracer library ($(BUILD)/libtracer.a, with
+ * tracepoints.c and syscall_names.c), which the Ruby extension, the unit
+ * tests and bench/bench_ktrace.c link.
  *
  * Mechanism: perf_event_open(2) on the tracepoints raw_syscalls:sys_enter,
  * raw_syscalls:sys_exit, sched:sched_switch and sched:sched_waking, plus
@@ -28,7 +30,7 @@
  *   - Time: use_clockid=1 with CLOCK_MONOTONIC, the clock the Ruby side of
  *     the tracer calibrates its cycle counter against.
  *   - Payload layout: field offsets are read from each tracepoint's `format`
- *     file in tracefs at open time, never hard-coded.  tracefs is looked for
+ *     file in tracefs at open time, never hard-coded (tracepoints.h).  tracefs is looked for
  *     at /sys/kernel/tracing and /sys/kernel/debug/tracing; when neither is
  *     mounted and the process is root, rbk_open mounts it at
  *     /sys/kernel/tracing (a visible side effect, documented).
@@ -118,11 +120,6 @@ int rbk_update_threads(struct rbk_trace *t);
 
 /* Stop tracing, unmap the rings, close the fds, free t (NULL is fine). */
 void rbk_close(struct rbk_trace *t);
-
-/* The syscall's name for this machine's architecture ("read", "futex"...),
- * or NULL when the number is unknown.  The table is generated at build time
- * from the kernel headers by tools/gen-syscalls.sh. */
-const char *rbk_syscall_name(long nr);
 
 /* perf_event_attr.inherit_thread (Linux 5.13) is bit 35 of the flag word
  * that follows read_format.  It is set through that word, so that the same

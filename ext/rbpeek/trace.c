@@ -1,7 +1,9 @@
 /*
- * trace.c - RbPeek::Trace, an in-process flight recorder of every method
- * call, GC step and GVL change of a Ruby process (plus, through ktrace.h,
- * its syscalls and scheduler states).
+ * trace.c - RbPeek::Trace's recording side, the hot path: an in-process
+ * flight recorder of every method call, GC step and GVL change of a Ruby
+ * process (plus, through ktrace.h, its syscalls and scheduler states).
+ * Saving is trace_save.c's, writing trace_write.c's; trace_ext.c defines
+ * the Ruby methods.
  *
  * The workload: a hook runs on every call and return (tens of millions a
  * second), a save happens rarely (a slow request).  So the hook does as
@@ -63,59 +65,21 @@
 
 #include "ktrace.h"
 #include "trace.h"
+#include "trace_rec.h"
 
 #define RBT_MAX_METHODS (1u << 22)  /* beyond: id 0, "(unknown)" */
 #define RBT_MAX_DEAD 16             /* rings of finished threads kept */
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* One thread's ring. */
-struct rbt_ring {
-	struct rbt_rec *recs;    /* cap records, NULL when released */
-	uint64_t mask;           /* cap - 1 */
-	uint64_t head;           /* records ever written (next slot: head & mask) */
-	uint64_t reset_head;     /* head at the last reset (window start) */
-	uint64_t gen;            /* generation (start() call) it was set up in */
-	pid_t tid;
-	VALUE thread;            /* the Ruby Thread (marked), Qnil when unknown */
-	uint64_t root_fiber;     /* fiber key of its first events */
-	int dead;                /* its thread ended (thread-local pointer cleared) */
-	int main;                /* the main thread */
-	struct rbt_ring *next;
-};
-
-/* The method table: (owner, id) -> small id, and back. */
+/* The method table: (owner, id) -> small id (open addressing). */
 struct rbt_slot {
 	VALUE klass;             /* owner (Qnil: unknown) */
 	ID mid;                  /* method name (0: unknown); method names are immortal IDs */
 	uint64_t id;             /* 0: empty slot */
 };
-struct rbt_method {
-	VALUE klass;             /* as in rbt_slot */
-	ID mid;
-};
 
-static struct {
-	int running;
-	int use_tsc;             /* timestamps are TSC ticks */
-	uint64_t gen;
-	uint64_t cap;            /* records per ring (power of two) */
-	int c_calls, blocks, gc, gvl;
-	int null_hook;           /* benchmark: install a method hook that does nothing */
-	struct rbk_trace *kt;    /* kernel streams (syscalls, scheduler), or NULL */
-	char kt_why[256];        /* why they are off ("" when on or not asked for) */
-	uint64_t reset_t;        /* time of the last reset (raw units) */
-	uint64_t cal_t;          /* calibration: raw time ... */
-	uint64_t cal_ns;         /* ... and CLOCK_MONOTONIC at start() */
-	struct rbt_ring *rings;  /* newest first */
-	struct rbt_slot *slots;  /* 1 << slot_bits slots */
-	unsigned slot_bits;
-	struct rbt_method *methods; /* methods[id - 1] */
-	size_t nmethods, capmethods;
-#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
-	rb_internal_thread_event_hook_t *gvl_hook;
-#endif
-} g;
+static struct rbt_state g;
 
 static __thread struct rbt_ring *tls_ring __attribute__((tls_model("initial-exec")));
 
@@ -163,7 +127,7 @@ static int tsc_usable(void)
  * tightest of a few tries (a preemption between the reads would put the
  * whole trace off by its length).
  */
-static void time_pair(uint64_t *t, uint64_t *ns)
+void rbt_time_pair(uint64_t *t, uint64_t *ns)
 {
 	uint64_t best = UINT64_MAX;
 
@@ -501,7 +465,7 @@ static void kernel_open(void)
  * Ruby side checked types; null_hook (for bench/trace) installs a method
  * hook that records nothing.
  */
-static VALUE t_start(int argc, VALUE *argv, VALUE mod)
+VALUE rbt_start(int argc, VALUE *argv, VALUE mod)
 {
 	VALUE size, c_calls, blocks, gc, gvl, kernel, null_hook;
 
@@ -527,7 +491,7 @@ static VALUE t_start(int argc, VALUE *argv, VALUE mod)
 	if (RTEST(kernel))
 		kernel_open();
 	g.gen++;
-	time_pair(&g.cal_t, &g.cal_ns);
+	rbt_time_pair(&g.cal_t, &g.cal_ns);
 	g.reset_t = g.cal_t;
 	g.running = 1;
 	install();
@@ -542,7 +506,7 @@ static VALUE t_start(int argc, VALUE *argv, VALUE mod)
 	return Qtrue;
 }
 
-static VALUE t_stop(VALUE mod)
+VALUE rbt_stop(VALUE mod)
 {
 	if (!g.running)
 		return Qfalse;
@@ -554,7 +518,7 @@ static VALUE t_stop(VALUE mod)
 }
 
 /* Mark the start of the window: remember every ring's head and the time. */
-static VALUE t_reset(VALUE mod)
+VALUE rbt_reset(VALUE mod)
 {
 	g.reset_t = now();
 	if (g.kt)
@@ -566,7 +530,7 @@ static VALUE t_reset(VALUE mod)
 }
 
 /* ns per time stamp (rdtsc or clock_gettime), for bench/trace. */
-static VALUE t_clock_cost(VALUE mod)
+VALUE rbt_clock_cost(VALUE mod)
 {
 	uint64_t a = mono_ns(), sum = 0;
 	const int n = 1000000;
@@ -578,13 +542,13 @@ static VALUE t_clock_cost(VALUE mod)
 	return rb_float_new((double)(b - a) / n);
 }
 
-static VALUE t_running_p(VALUE mod)
+VALUE rbt_running_p(VALUE mod)
 {
 	return g.running ? Qtrue : Qfalse;
 }
 
 /* {threads:, buffer_size:, methods:, events:, lost:} for tests and users. */
-static VALUE t_stats(VALUE mod)
+VALUE rbt_stats(VALUE mod)
 {
 	VALUE h = rb_hash_new();
 	uint64_t threads = 0, events = 0, lost = 0;
@@ -607,309 +571,15 @@ static VALUE t_stats(VALUE mod)
 	return h;
 }
 
-/* --- save ------------------------------------------------------------------ */
-
-/* State of one save, freed by save_cleanup whatever happens. */
-struct save {
-	VALUE path;
-	VALUE threads;           /* the Thread of each window (an Array, kept alive) */
-	int fmt;
-	struct rbt_trace tr;
-	char **labels;
-	char **names;            /* thread names, per window */
-	char *process_name;
-	FILE *f;
-	struct rbk_event *kev;   /* drained kernel events */
-	size_t nkev, capkev;
-};
-
-static int add_kev(void *ctx, const struct rbk_event *ev)
+struct rbt_state *rbt_state(void)
 {
-	struct save *s = ctx;
-
-	if (s->nkev == s->capkev) {
-		size_t ncap = s->capkev ? s->capkev * 2 : 4096;
-		struct rbk_event *n = realloc(s->kev, ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->kev = n;
-		s->capkev = ncap;
-	}
-	s->kev[s->nkev++] = *ev;
-	return 0;
+	return &g;
 }
 
-/* Threads the kernel saw that have no ring (Ruby's timer thread, native threads). */
-static size_t kernel_only_tids(const struct save *s, pid_t *out, size_t max)
+void rbt_init(void)
 {
-	size_t n = 0;
-
-	for (size_t i = 0; i < s->nkev && n < max; i++) {
-		pid_t tid = s->kev[i].tid;
-		int known = 0;
-		for (struct rbt_ring *r = g.rings; r && !known; r = r->next)
-			known = r->gen == g.gen && r->recs && r->tid == tid;
-		for (size_t j = 0; j < n && !known; j++)
-			known = out[j] == tid;
-		if (!known)
-			out[n++] = tid;
-	}
-	return n;
-}
-
-static char *comm_of(pid_t tid)
-{
-	char path[64], buf[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
-	if (!(f = fopen(path, "r")))
-		return NULL;
-	char *line = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	if (!line)
-		return NULL;
-	buf[strcspn(buf, "\n")] = 0;
-	return strdup(buf);
-}
-
-static char *str_dup(VALUE s)
-{
-	if (NIL_P(s) || !RB_TYPE_P(s, T_STRING))
-		return NULL;
-	char *d = malloc(RSTRING_LEN(s) + 1);
-	if (d) {
-		memcpy(d, RSTRING_PTR(s), RSTRING_LEN(s));
-		d[RSTRING_LEN(s)] = 0;
-	}
-	return d;
-}
-
-static VALUE attached_object(VALUE klass)
-{
-#ifdef RUBY_INTERNAL_THREAD_EVENT_READY  /* 3.2+ */
-	return rb_class_attached_object(klass);
-#else
-	return rb_iv_get(klass, "__attached__");
-#endif
-}
-
-/* "Klass#meth", "Klass.meth" for a singleton method of a class or module. */
-static char *label_of(const struct rbt_method *m)
-{
-	VALUE owner = Qnil, klass = m->klass;
-	const char *sep = "#";
-
-	if ((RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_MODULE))) {
-		if (RB_TYPE_P(klass, T_CLASS) && FL_TEST(klass, FL_SINGLETON)) {
-			VALUE att = attached_object(klass);
-			if (RB_TYPE_P(att, T_CLASS) || RB_TYPE_P(att, T_MODULE)) {
-				klass = att;
-				sep = ".";
-			}
-		}
-		owner = rb_class_path(klass);
-	}
-	VALUE name = m->mid ? rb_id2str(m->mid) : Qnil;
-	VALUE s = NIL_P(owner) ? rb_str_new_cstr("") : rb_str_dup(owner);
-	if (!NIL_P(owner))
-		rb_str_cat_cstr(s, sep);
-	if (NIL_P(name))
-		rb_str_cat_cstr(s, "(unknown)");
-	else
-		rb_str_append(s, name);
-	return str_dup(s);
-}
-
-/* Copy the window of ring r out, times in ns. */
-static int copy_window(struct rbt_ring *r, struct rbt_thread_window *w, double ns_per_t)
-{
-	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), cap = r->mask + 1;
-	uint64_t lo = r->reset_head, n;
-
-	if (head - lo > cap) {
-		w->lost = head - lo - cap;
-		lo = head - cap;
-	}
-	n = head - lo;
-	if (!(w->recs = malloc((n ? n : 1) * sizeof(*w->recs))))
-		return -1;
-	for (uint64_t i = 0; i < n; i++) {
-		struct rbt_rec rec = r->recs[(lo + i) & r->mask];
-		int64_t d = (int64_t)(rec.t - g.cal_t);
-		rec.t = (uint64_t)((int64_t)g.cal_ns + (int64_t)((double)d * ns_per_t));
-		w->recs[i] = rec;
-	}
-	w->n = n;
-	w->tid = r->tid;
-	w->main = r->main;
-	w->root_fiber = r->root_fiber;
-	return 0;
-}
-
-/* The labels of the methods the windows use. */
-static int make_labels(struct save *s)
-{
-	size_t n = g.nmethods + 1;
-
-	if (!(s->labels = calloc(n, sizeof(char *))))
-		return -1;
-	for (size_t i = 0; i < s->tr.nthreads; i++) {
-		const struct rbt_thread_window *w = &s->tr.threads[i];
-		for (size_t j = 0; j < w->n; j++) {
-			unsigned k = RBT_KIND(w->recs[j].v);
-			uint64_t id = RBT_ARG(w->recs[j].v);
-			if (k >= RBT_CALL && k <= RBT_B_RETURN && id && id < n && !s->labels[id]) {
-				/* a copy: Ruby calls in label_of may let a thread grow the table */
-				struct rbt_method m = g.methods[id - 1];
-				s->labels[id] = label_of(&m);
-			}
-		}
-	}
-	s->tr.labels = (const char *const *)s->labels;
-	s->tr.nlabels = n;
-	return 0;
-}
-
-static VALUE save_body(VALUE arg)
-{
-	struct save *s = (struct save *)arg;
-	uint64_t t, ns, nring = 0, k = 0;
-	double ns_per_t = 1.0;
-
-	time_pair(&t, &ns);
-	if (g.use_tsc) {
-		/* a short run calibrates badly: wait until 20 ms passed */
-		while (ns - g.cal_ns < 20000000) {
-			struct timespec d = { 0, 1000000 };
-			nanosleep(&d, NULL);
-			time_pair(&t, &ns);
-		}
-		ns_per_t = (double)(ns - g.cal_ns) / (double)(t - g.cal_t);
-	}
-	if (g.kt) {
-		int rc = rbk_drain(g.kt, add_kev, s);
-		if (rc)
-			rb_warn("rbpeek: kernel events not read: %s", strerror(-rc));
-	}
-	pid_t extra[256];
-	size_t nextra = kernel_only_tids(s, extra, sizeof(extra) / sizeof(extra[0]));
-	for (struct rbt_ring *r = g.rings; r; r = r->next)
-		nring += r->gen == g.gen && r->recs;
-	s->tr.threads = calloc(nring + nextra + 1, sizeof(*s->tr.threads));
-	s->names = calloc(nring + nextra + 1, sizeof(char *));
-	if (!s->tr.threads || !s->names)
-		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
-	for (struct rbt_ring *r = g.rings; r && k < nring; r = r->next) {
-		if (r->gen != g.gen || !r->recs)
-			continue;
-		if (copy_window(r, &s->tr.threads[k], ns_per_t))
-			rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
-		rb_ary_push(s->threads, r->thread);
-		s->tr.nthreads = ++k;
-	}
-	/*
-	 * Ruby calls from here on: the records are copied already, and the
-	 * rings are not walked again (a call may switch threads, and a thread
-	 * that ends frees its ring); s->threads keeps the Thread objects.
-	 */
-	for (k = 0; k < s->tr.nthreads; k++) {
-		VALUE th = rb_ary_entry(s->threads, (long)k);
-		if (!NIL_P(th))
-			s->names[k] = str_dup(rb_funcall(th, rb_intern("name"), 0));
-		s->tr.threads[k].name = s->names[k];
-	}
-	for (size_t i = 0; i < nextra; i++) {
-		struct rbt_thread_window *w = &s->tr.threads[s->tr.nthreads];
-		if (!(w->recs = malloc(sizeof(*w->recs))))
-			rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
-		w->tid = extra[i];
-		w->name = s->names[s->tr.nthreads] = comm_of(extra[i]);
-		s->tr.nthreads++;
-	}
-	s->tr.kev = s->kev;
-	s->tr.nkev = s->nkev;
-	if (make_labels(s))
-		rb_raise(rb_eNoMemError, "RbPeek::Trace.save: out of memory");
-	s->process_name = str_dup(rb_gv_get("$0"));
-	s->tr.process_name = s->process_name;
-	s->tr.pid = getpid();
-	s->tr.start_ns = g.cal_ns + (int64_t)((double)(int64_t)(g.reset_t - g.cal_t) * ns_per_t);
-	s->tr.end_ns = g.cal_ns + (int64_t)((double)(int64_t)(t - g.cal_t) * ns_per_t);
-	if (s->tr.start_ns < g.cal_ns)
-		s->tr.start_ns = g.cal_ns;
-
-	const char *path = StringValueCStr(s->path);
-	if (!(s->f = fopen(path, "w")))
-		rb_sys_fail(path);
-	int rc = rbt_write(s->f, &s->tr, (enum rbt_format)s->fmt);
-	int e = errno;
-	if (fclose(s->f) && !rc) {
-		rc = -1;
-		e = errno;
-	}
-	s->f = NULL;
-	if (rc) {
-		errno = e;
-		rb_sys_fail(path);
-	}
-	return Qnil;
-}
-
-static VALUE save_cleanup(VALUE arg)
-{
-	struct save *s = (struct save *)arg;
-
-	if (s->f)
-		fclose(s->f);
-	for (size_t i = 0; i < s->tr.nthreads; i++) {
-		free(s->tr.threads[i].recs);
-		free(s->names[i]);
-	}
-	free(s->tr.threads);
-	free(s->names);
-	if (s->labels)
-		for (size_t i = 0; i < s->tr.nlabels; i++)
-			free(s->labels[i]);
-	free(s->labels);
-	free(s->process_name);
-	free(s->kev);
-	return Qnil;
-}
-
-/* _save(path, format): format 0 Perfetto, 1 Chrome JSON. */
-static VALUE t_save(VALUE mod, VALUE path, VALUE fmt)
-{
-	struct save s = { .path = path, .fmt = NUM2INT(fmt), .threads = rb_ary_new() };
-
-	FilePathValue(s.path);
-	if (!g.gen)
-		rb_raise(rb_eRuntimeError, "RbPeek::Trace.save: nothing recorded (call RbPeek::Trace.start first)");
-	rb_ensure(save_body, (VALUE)&s, save_cleanup, (VALUE)&s);
-	RB_GC_GUARD(s.path);
-	RB_GC_GUARD(s.threads);
-	return path;
-}
-
-__attribute__((visibility("default"))) void Init_trace_ext(void)
-{
-	VALUE mRbPeek = rb_define_module("RbPeek");
-	VALUE mTrace = rb_define_module_under(mRbPeek, "Trace");
-
 	g.use_tsc = tsc_usable() && !getenv("RBPEEK_TRACE_NO_TSC");
 	/* non-NULL data: the GC calls no dmark for a NULL one */
 	rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &marker_type, &g));
 	pthread_atfork(NULL, NULL, after_fork_child);
-	rb_define_module_function(mTrace, "_start", t_start, -1);
-	rb_define_module_function(mTrace, "_clock_cost", t_clock_cost, 0);
-	rb_define_module_function(mTrace, "_save", t_save, 2);
-	rb_define_module_function(mTrace, "stop", t_stop, 0);
-	rb_define_module_function(mTrace, "reset", t_reset, 0);
-	rb_define_module_function(mTrace, "running?", t_running_p, 0);
-	rb_define_module_function(mTrace, "stats", t_stats, 0);
-#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
-	rb_define_const(mTrace, "GVL_EVENTS", Qtrue);
-#else
-	rb_define_const(mTrace, "GVL_EVENTS", Qfalse);
-#endif
 }

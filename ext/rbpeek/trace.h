@@ -1,87 +1,90 @@
 /*
- * trace.h - what the tracer's recording side (trace.c) hands to its writing
- * side (trace_write.c).
+ * trace.h - the tracer's recording side (trace.c): per-thread rings of
+ * records (trace_rec.h), the method table, the hooks, and the calibration
+ * of their clock, as the save (trace_save.c) reads them.
  *
- * The hot path stores 16-byte records: a cycle-counter timestamp and one
- * word holding a kind (the low 8 bits) and an argument (an interned method
- * id, a fiber key).  At save time trace.c copies the window of every
- * thread's ring, turns the method ids into labels, converts timestamps to
- * CLOCK_MONOTONIC nanoseconds, adds the kernel streams' events (already
- * CLOCK_MONOTONIC, ktrace.h) and hands the lot to rbt_write(), which
- * rebuilds balanced slices per track and writes Perfetto protobuf or Chrome
- * JSON.  Nothing here touches Ruby objects, so the writer runs without
- * caring about the GC.
+ * Everything here but the GVL hook runs holding the GVL (see trace.c).
  */
-#ifndef RBP_EXT_TRACE_H
-#define RBP_EXT_TRACE_H
+#ifndef RBT_TRACE_H
+#define RBT_TRACE_H
 
-#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/types.h>
 
-/*
- * Record kinds.  The first ones are the bit numbers of Ruby's event flags
- * (RUBY_EVENT_CALL is 0x8, so kind 3), which lets the hook compute the
- * kind with one count-trailing-zeros instruction.
- */
-enum rbt_kind {
-	RBT_CALL = 3,          /* arg: method id */
-	RBT_RETURN = 4,        /* arg: method id (0 when unwinding) */
-	RBT_C_CALL = 5,
-	RBT_C_RETURN = 6,
-	RBT_B_CALL = 8,        /* arg: id of the method the block is in */
-	RBT_B_RETURN = 9,
-	RBT_THREAD_END = 11,
-	RBT_FIBER = 12,        /* arg: fiber key (object_id of the fiber now running) */
-	RBT_GC_START = 22,     /* RUBY_INTERNAL_EVENT_GC_START etc. */
-	RBT_GC_END_MARK = 23,
-	RBT_GC_END_SWEEP = 24,
-	RBT_GC_ENTER = 25,
-	RBT_GC_EXIT = 26,
-	RBT_GVL_READY = 40,    /* wants the GVL (3.2+) */
-	RBT_GVL_RESUMED = 41,  /* got it */
-	RBT_GVL_SUSPENDED = 42 /* released it */
-};
+#include <ruby.h>
+#include <ruby/thread.h>
 
-#define RBT_REC(kind, arg) ((uint64_t)(arg) << 8 | (uint64_t)(kind))
-#define RBT_KIND(v) ((unsigned)((v) & 0xff))
-#define RBT_ARG(v) ((v) >> 8)
+#include "ktrace.h"
+#include "trace_rec.h"
 
-struct rbt_rec {
-	uint64_t t;  /* cycle counter (or CLOCK_MONOTONIC ns without one) */
-	uint64_t v;  /* RBT_REC(kind, arg) */
-};
-
-/* One thread's window, as copied out of its ring at save time. */
-struct rbt_thread_window {
+/* One thread's ring. */
+struct rbt_ring {
+	struct rbt_rec *recs;    /* cap records, NULL when released */
+	uint64_t mask;           /* cap - 1 */
+	uint64_t head;           /* records ever written (next slot: head & mask) */
+	uint64_t reset_head;     /* head at the last reset (window start) */
+	uint64_t gen;            /* generation (start() call) it was set up in */
 	pid_t tid;
-	const char *name;       /* Ruby thread name or NULL; owned by the caller */
-	int main;               /* the main thread */
-	uint64_t root_fiber;    /* key of the fiber its first events ran on */
-	uint64_t lost;          /* records the ring overwrote inside the window */
-	struct rbt_rec *recs;   /* in time order; t already in ns */
-	size_t n;
+	VALUE thread;            /* the Ruby Thread (marked), Qnil when unknown */
+	uint64_t root_fiber;     /* fiber key of its first events */
+	int dead;                /* its thread ended (thread-local pointer cleared) */
+	int main;                /* the main thread */
+	struct rbt_ring *next;
 };
 
-struct rbk_event;  /* ktrace.h */
-
-/* Everything rbt_write() needs. */
-struct rbt_trace {
-	pid_t pid;
-	const char *process_name;
-	uint64_t start_ns, end_ns;       /* the window */
-	struct rbt_thread_window *threads;
-	size_t nthreads;
-	const char *const *labels;       /* method id -> "Klass#meth" (NULL: unknown) */
-	size_t nlabels;
-	const struct rbk_event *kev;     /* kernel events (syscalls, scheduler), time order */
-	size_t nkev;
+/* The method table: small id -> (owner, id); trace.c keeps the way back. */
+struct rbt_method {
+	VALUE klass;             /* owner (Qnil: unknown), marked */
+	ID mid;                  /* method name (0: unknown); an immortal ID */
 };
 
-enum rbt_format { RBT_PERFETTO, RBT_JSON };
+struct rbt_slot;         /* trace.c's: (owner, id) -> small id */
 
-/* Write the trace to f; 0, or -1 with errno set. */
-int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt);
+/* The recorder's state, one per process. */
+struct rbt_state {
+	int running;
+	int use_tsc;             /* timestamps are TSC ticks */
+	uint64_t gen;
+	uint64_t cap;            /* records per ring (power of two) */
+	int c_calls, blocks, gc, gvl;
+	int null_hook;           /* benchmark: install a method hook that does nothing */
+	struct rbk_trace *kt;    /* kernel streams (syscalls, scheduler), or NULL */
+	char kt_why[256];        /* why they are off ("" when on or not asked for) */
+	uint64_t reset_t;        /* time of the last reset (raw units) */
+	uint64_t cal_t;          /* calibration: raw time ... */
+	uint64_t cal_ns;         /* ... and CLOCK_MONOTONIC at start() */
+	struct rbt_ring *rings;  /* newest first */
+	struct rbt_slot *slots;  /* 1 << slot_bits slots */
+	unsigned slot_bits;
+	struct rbt_method *methods; /* methods[id - 1] */
+	size_t nmethods, capmethods;
+#ifdef RUBY_INTERNAL_THREAD_EVENT_READY
+	rb_internal_thread_event_hook_t *gvl_hook;
+#endif
+};
+
+/* The recorder's state (for the save: read it holding the GVL). */
+struct rbt_state *rbt_state(void);
+
+/*
+ * A (raw time, CLOCK_MONOTONIC ns) pair read as close together as we can;
+ * raw time is the records' clock (TSC ticks or ns).
+ */
+void rbt_time_pair(uint64_t *t, uint64_t *ns);
+
+/*
+ * RbPeek::Trace's methods but save (Init_trace_ext defines them):
+ * _start(buffer_size, c_calls, blocks, gc, gvl, kernel, null_hook), stop,
+ * reset, _clock_cost, running?, stats.
+ */
+VALUE rbt_start(int argc, VALUE *argv, VALUE mod);
+VALUE rbt_stop(VALUE mod);
+VALUE rbt_reset(VALUE mod);
+VALUE rbt_clock_cost(VALUE mod);
+VALUE rbt_running_p(VALUE mod);
+VALUE rbt_stats(VALUE mod);
+
+/* Set up what does not wait for start(): the clock, GC marking, fork. */
+void rbt_init(void);
 
 #endif

@@ -22,393 +22,20 @@
  *   under the frame that triggered them), one child track per other fiber,
  *   and a "GVL" child track of states (3.2+).
  *
- * Perfetto: one packet sequence (id 1).  The first packet clears the
- * incremental state, interns every event name used (InternedData) and sets
- * CLOCK_MONOTONIC as the timestamp clock (TracePacketDefaults); a
- * ClockSnapshot relates it to BOOTTIME.  Then TrackDescriptors (each before
- * its first event) and one TracePacket per TrackEvent.  Field numbers are
- * those of the .proto files under Perfetto's protos/perfetto/trace.
+ * The events' names and their encoding are trace_emit.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ktrace.h"
-#include "trace.h"
+#include "trace_emit.h"
+#include "trace_write.h"
+#include "util/err.h"
 #include "util/hmap.h"
-#include "util/json.h"
 #include "util/pb.h"
 #include "util/vec.h"
-
-/*
- * Fixed event names; iids N_* + 1.  Then method labels, block labels
- * ("block in ..."), syscall names (by number) and "running on CPU n".
- */
-enum {
-	N_UNKNOWN, N_GC, N_GC_MARK, N_GC_SWEEP, N_GC_MARKING, N_GC_SWEEPING,
-	N_GVL_WAIT, N_GVL_RUN, N_GVL_RELEASED, N_LOST,
-	N_RUNNABLE, N_SLEEPING, N_BLOCKED, N_STOPPED, N_DEAD, N_SWITCHED_OUT, NFIXED
-};
-static const char *const fixed_names[NFIXED] = {
-	"(unknown)", "GC", "GC mark", "GC sweep", "GC marking", "GC sweeping",
-	"waiting for GVL", "running", "released GVL", "events lost (ring overflow)",
-	"runnable", "sleeping", "blocked (uninterruptible)", "stopped", "exiting", "switched out",
-};
-#define NSYS 1024   /* syscall numbers with a name slot */
-#define NCPU 1024   /* CPUs with a "running on CPU n" slot */
-
-enum { EV_BEGIN = 1, EV_END = 2, EV_INSTANT = 3 };  /* TrackEvent.Type */
-enum { F_METHOD, F_CFUNC, F_BLOCK, F_GC, F_SYSCALL }; /* frame kinds */
-
-struct frame {
-	uint8_t kind;
-	uint64_t iid;
-};
-
-struct track {
-	uint64_t uuid;
-	int64_t jtid;             /* JSON tid */
-	int written;              /* descriptor emitted */
-};
-
-struct fiber {
-	uint64_t key;
-	struct track tr;
-	struct frame *st;         /* the stack */
-	size_t n, cap;
-	struct frame *pre;        /* frames entered before the window, innermost first */
-	size_t npre, cappre;
-};
-
-/* One GC phase transition, from any thread. */
-struct gc_mark {
-	uint64_t ts;
-	unsigned kind;
-};
-
-struct writer {
-	FILE *f;
-	enum rbt_format fmt;
-	const struct rbt_trace *tr;
-	int err;
-	uint64_t next_uuid;
-	struct rbp_pb out, pk, te, da;    /* output buffer, packet, event, annotation */
-	uint8_t *used;                    /* iid -> used */
-	size_t niids;
-	char **block_names;               /* "block in X", made on demand */
-	char *num_names[NSYS + NCPU];     /* "syscall N", "running on CPU n" */
-	size_t *kidx;                     /* kernel events by (tid, time) */
-	char **json_names;                /* iid -> quoted JSON string, made on demand */
-	struct gc_mark *gc;
-	size_t ngc, capgc;
-	int first_json;
-	/* the thread being replayed */
-	const struct rbt_thread_window *w;
-	struct track thread_tr, gvl_tr, sched_tr;
-	struct fiber *fibers;
-	size_t nfibers, capfibers;
-	struct rbp_hmap fiber_idx;        /* key -> index + 1 */
-};
-
-/* --- names ------------------------------------------------------------ */
-
-static uint64_t method_iid(const struct writer *wr, uint64_t id)
-{
-	return id && id < wr->tr->nlabels && wr->tr->labels[id] ? NFIXED + id + 1 : N_UNKNOWN + 1;
-}
-
-static uint64_t block_iid(const struct writer *wr, uint64_t id)
-{
-	return NFIXED + wr->tr->nlabels + id + 1;
-}
-
-static uint64_t sys_iid(const struct writer *wr, int64_t nr)
-{
-	return NFIXED + 2 * wr->tr->nlabels + 2 + (nr >= 0 && nr < NSYS ? (uint64_t)nr : NSYS - 1);
-}
-
-static uint64_t cpu_iid(const struct writer *wr, int cpu)
-{
-	return NFIXED + 2 * wr->tr->nlabels + 2 + NSYS + (cpu >= 0 && cpu < NCPU ? (uint64_t)cpu : NCPU - 1);
-}
-
-/* Name j of the numbered ranges: syscall j, or CPU j - NSYS. */
-static const char *num_name(struct writer *wr, uint64_t j)
-{
-	const char *n;
-
-	if (j >= NSYS + NCPU)
-		return fixed_names[N_UNKNOWN];
-	if (j < NSYS && (n = rbk_syscall_name((long)j)))
-		return n;
-	if (!wr->num_names[j] && (wr->num_names[j] = malloc(32)))
-		snprintf(wr->num_names[j], 32, j < NSYS ? "syscall %u" : "running on CPU %u",
-			 (unsigned)(j < NSYS ? j : j - NSYS));
-	return wr->num_names[j] ? wr->num_names[j] : fixed_names[N_UNKNOWN];
-}
-
-static const char *name_of(struct writer *wr, uint64_t iid)
-{
-	uint64_t i = iid - 1;
-
-	if (i < NFIXED)
-		return fixed_names[i];
-	i -= NFIXED;
-	if (i < wr->tr->nlabels)
-		return wr->tr->labels[i] ? wr->tr->labels[i] : fixed_names[N_UNKNOWN];
-	i -= wr->tr->nlabels;
-	if (i > wr->tr->nlabels)
-		return num_name(wr, i - wr->tr->nlabels - 1);
-	if (!wr->block_names[i]) {
-		const char *l = i && i < wr->tr->nlabels && wr->tr->labels[i] ? wr->tr->labels[i] : NULL;
-		size_t len = l ? strlen(l) + 10 : 8;
-		if ((wr->block_names[i] = malloc(len)))
-			snprintf(wr->block_names[i], len, l ? "block in %s" : "block", l);
-	}
-	return wr->block_names[i] ? wr->block_names[i] : "block";
-}
-
-/* --- output ------------------------------------------------------------- */
-
-static void flush_out(struct writer *wr, int force)
-{
-	if (wr->out.oom)
-		wr->err = ENOMEM;
-	if (wr->out.n && (force || wr->out.n > (1 << 20))) {
-		if (fwrite(wr->out.b, 1, wr->out.n, wr->f) != wr->out.n && !wr->err)
-			wr->err = errno ? errno : EIO;
-		rbp_pb_reset(&wr->out);
-	}
-}
-
-static void out_str(struct writer *wr, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (!rbp_pb_reserve(&wr->out, n)) {
-		memcpy(wr->out.b + wr->out.n, s, n);
-		wr->out.n += n;
-	}
-}
-
-/* The pk buffer as one Trace.packet (field 1) of the output. */
-static void end_packet(struct writer *wr)
-{
-	rbp_pb_uint(&wr->pk, 10, 1);  /* trusted_packet_sequence_id */
-	rbp_pb_bytes(&wr->out, 1, wr->pk.b, wr->pk.n);
-	rbp_pb_reset(&wr->pk);
-	flush_out(wr, 0);
-}
-
-static void json_escaped(struct writer *wr, const char *s)
-{
-	/* rbp_json_string writes to a FILE: flush ours first to keep order */
-	flush_out(wr, 1);
-	rbp_json_string(wr->f, s);
-}
-
-/* The name of iid as a quoted JSON string, escaped once and cached. */
-static void json_name(struct writer *wr, uint64_t iid)
-{
-	char *buf = NULL;
-	size_t len = 0;
-
-	if (iid <= wr->niids && !wr->json_names[iid]) {
-		FILE *m = open_memstream(&buf, &len);
-		if (m) {
-			rbp_json_string(m, name_of(wr, iid));
-			if (fclose(m))
-				free(buf), buf = NULL;
-		}
-		wr->json_names[iid] = buf;
-	}
-	if (iid <= wr->niids && wr->json_names[iid])
-		out_str(wr, wr->json_names[iid]);
-	else
-		json_escaped(wr, name_of(wr, iid));
-}
-
-static void json_begin(struct writer *wr)
-{
-	out_str(wr, wr->first_json ? "\n" : ",\n");
-	wr->first_json = 0;
-}
-
-/* Metadata naming a JSON track. */
-static void json_track_name(struct writer *wr, int64_t tid, const char *what, const char *name)
-{
-	char b[160];
-
-	json_begin(wr);
-	snprintf(b, sizeof(b), "{\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRId64 ",\"name\":\"%s\",\"args\":{\"name\":",
-		 (int)wr->tr->pid, tid, what);
-	out_str(wr, b);
-	json_escaped(wr, name);
-	out_str(wr, "}}");
-}
-
-/*
- * Describe a track before its first event.  thread_tid > 0: a thread track;
- * else a named child of parent (0: of the process track).
- */
-static void emit_track(struct writer *wr, struct track *t, uint64_t parent, pid_t thread_tid,
-		       const char *name)
-{
-	t->written = 1;
-	if (wr->fmt == RBT_JSON) {
-		if (name)
-			json_track_name(wr, t->jtid, "thread_name", name);
-		return;
-	}
-	rbp_pb_reset(&wr->te);
-	rbp_pb_uint(&wr->te, 1, t->uuid);
-	if (thread_tid > 0) {
-		rbp_pb_reset(&wr->da);
-		rbp_pb_uint(&wr->da, 1, (uint64_t)wr->tr->pid);
-		rbp_pb_uint(&wr->da, 2, (uint64_t)thread_tid);
-		if (name)
-			rbp_pb_bytes(&wr->da, 5, name, strlen(name));
-		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);   /* TrackDescriptor.thread */
-	} else {
-		rbp_pb_uint(&wr->te, 5, parent);                /* parent_uuid */
-		rbp_pb_bytes(&wr->te, 2, name, strlen(name));   /* name */
-	}
-	rbp_pb_bytes(&wr->pk, 60, wr->te.b, wr->te.n);          /* TracePacket.track_descriptor */
-	end_packet(wr);
-}
-
-/* Decimal digits of v at p; returns the end. */
-static char *put_u64(char *p, uint64_t v)
-{
-	char tmp[20];
-	int n = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*p++ = tmp[--n];
-	return p;
-}
-
-/* An argument of an event (a Perfetto debug annotation, JSON args). */
-struct ev_arg {
-	const char *name;
-	int64_t val;
-};
-
-/* One TrackEvent, with an optional argument (on an end: of the slice). */
-static void emit(struct writer *wr, const struct track *t, uint64_t ts, int type, uint64_t iid,
-		 const struct ev_arg *arg)
-{
-	if (wr->fmt == RBT_JSON) {
-		char b[160], *e;
-		static const char *const ph[] = { "", "{\"ph\":\"B\",\"ts\":", "{\"ph\":\"E\",\"ts\":", "{\"ph\":\"i\",\"ts\":" };
-		json_begin(wr);
-		/* snprintf would be most of the time of a big save: digits by hand */
-		e = stpcpy(b, ph[type]);
-		e = put_u64(e, ts / 1000);
-		*e++ = '.';
-		*e++ = (char)('0' + ts / 100 % 10);
-		*e++ = (char)('0' + ts / 10 % 10);
-		*e++ = (char)('0' + ts % 10);
-		e = stpcpy(e, ",\"pid\":");
-		e = put_u64(e, (uint64_t)wr->tr->pid);
-		e = stpcpy(e, ",\"tid\":");
-		if (t->jtid < 0)
-			*e++ = '-';
-		e = put_u64(e, (uint64_t)(t->jtid < 0 ? -t->jtid : t->jtid));
-		*e = 0;
-		out_str(wr, b);
-		if (type != EV_END) {
-			out_str(wr, ",\"name\":");
-			json_name(wr, iid);
-		}
-		if (type == EV_INSTANT)
-			out_str(wr, ",\"s\":\"t\"");
-		if (arg) {
-			snprintf(b, sizeof(b), ",\"args\":{\"%s\":%" PRId64 "}", arg->name, arg->val);
-			out_str(wr, b);
-		}
-		out_str(wr, "}");
-		return;
-	}
-	rbp_pb_reset(&wr->te);
-	rbp_pb_uint(&wr->te, 9, (uint64_t)type);       /* TrackEvent.type */
-	rbp_pb_uint(&wr->te, 11, t->uuid);             /* track_uuid */
-	if (type != EV_END)
-		rbp_pb_uint(&wr->te, 10, iid);         /* name_iid */
-	if (arg) {
-		rbp_pb_reset(&wr->da);
-		rbp_pb_bytes(&wr->da, 10, arg->name, strlen(arg->name)); /* DebugAnnotation.name */
-		rbp_pb_tag(&wr->da, 4, RBP_PB_VARINT);                   /* int_value, even 0 */
-		rbp_pb_raw_varint(&wr->da, (uint64_t)arg->val);
-		rbp_pb_bytes(&wr->te, 4, wr->da.b, wr->da.n);           /* debug_annotations */
-	}
-	rbp_pb_uint(&wr->pk, 8, ts);                   /* TracePacket.timestamp */
-	rbp_pb_bytes(&wr->pk, 11, wr->te.b, wr->te.n); /* track_event */
-	rbp_pb_uint(&wr->pk, 13, 2);                   /* SEQ_NEEDS_INCREMENTAL_STATE */
-	end_packet(wr);
-}
-
-/* The first packets: clock snapshot, defaults, interned names, process. */
-static void emit_header(struct writer *wr)
-{
-	struct timespec m, b;
-
-	if (wr->fmt == RBT_JSON) {
-		out_str(wr, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-		wr->first_json = 1;
-		json_track_name(wr, 0, "process_name", wr->tr->process_name ? wr->tr->process_name : "ruby");
-		return;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &m);
-	clock_gettime(CLOCK_BOOTTIME, &b);
-	/* ClockSnapshot (6): MONOTONIC (3) and BOOTTIME (6) now */
-	rbp_pb_reset(&wr->te);
-	rbp_pb_reset(&wr->da);
-	rbp_pb_uint(&wr->da, 1, 3);
-	rbp_pb_uint(&wr->da, 2, (uint64_t)m.tv_sec * 1000000000u + (uint64_t)m.tv_nsec);
-	rbp_pb_bytes(&wr->te, 1, wr->da.b, wr->da.n);
-	rbp_pb_reset(&wr->da);
-	rbp_pb_uint(&wr->da, 1, 6);
-	rbp_pb_uint(&wr->da, 2, (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec);
-	rbp_pb_bytes(&wr->te, 1, wr->da.b, wr->da.n);
-	rbp_pb_bytes(&wr->pk, 6, wr->te.b, wr->te.n);
-	end_packet(wr);
-
-	/* SEQ_INCREMENTAL_STATE_CLEARED, defaults (clock), interned names */
-	rbp_pb_uint(&wr->pk, 13, 1);
-	rbp_pb_reset(&wr->te);
-	rbp_pb_uint(&wr->te, 58, 3);                   /* TracePacketDefaults.timestamp_clock_id */
-	rbp_pb_bytes(&wr->pk, 59, wr->te.b, wr->te.n);
-	rbp_pb_reset(&wr->te);
-	for (uint64_t iid = 1; iid <= wr->niids; iid++) {
-		if (!wr->used[iid])
-			continue;
-		const char *s = name_of(wr, iid);
-		rbp_pb_reset(&wr->da);
-		rbp_pb_uint(&wr->da, 1, iid);                  /* EventName.iid */
-		rbp_pb_bytes(&wr->da, 2, s, strlen(s));        /* EventName.name */
-		rbp_pb_bytes(&wr->te, 2, wr->da.b, wr->da.n);  /* InternedData.event_names */
-	}
-	rbp_pb_bytes(&wr->pk, 12, wr->te.b, wr->te.n);         /* TracePacket.interned_data */
-	end_packet(wr);
-
-	/* the process track (uuid 1) */
-	rbp_pb_reset(&wr->te);
-	rbp_pb_reset(&wr->da);
-	rbp_pb_uint(&wr->te, 1, 1);
-	rbp_pb_uint(&wr->da, 1, (uint64_t)wr->tr->pid);
-	if (wr->tr->process_name)
-		rbp_pb_bytes(&wr->da, 6, wr->tr->process_name, strlen(wr->tr->process_name));
-	rbp_pb_bytes(&wr->te, 3, wr->da.b, wr->da.n);
-	rbp_pb_bytes(&wr->pk, 60, wr->te.b, wr->te.n);
-	end_packet(wr);
-}
 
 /* --- GC phases ----------------------------------------------------------- */
 
@@ -476,33 +103,33 @@ static void emit_gc_track(struct writer *wr)
 
 	if (!wr->ngc)
 		return;
-	emit_track(wr, &t, 1, 0, "GC");
+	rbt_emit_track(wr, &t, 1, 0, "GC");
 	for (size_t i = 0; i < wr->ngc; i++) {
 		uint64_t ts = wr->gc[i].ts;
 		unsigned k = wr->gc[i].kind;
 		if (k == RBT_GC_START) {
 			if (open)
-				emit(wr, &t, ts, EV_END, 0, NULL);
-			emit(wr, &t, ts, EV_BEGIN, N_GC_MARKING + 1, NULL);
+				rbt_emit(wr, &t, ts, EV_END, 0, NULL);
+			rbt_emit(wr, &t, ts, EV_BEGIN, N_GC_MARKING + 1, NULL);
 			open = N_GC_MARKING;
 		} else if (k == RBT_GC_END_MARK) {
 			if (open)
-				emit(wr, &t, ts, EV_END, 0, NULL);
+				rbt_emit(wr, &t, ts, EV_END, 0, NULL);
 			else {
-				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_MARKING + 1, NULL);
-				emit(wr, &t, ts, EV_END, 0, NULL);
+				rbt_emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_MARKING + 1, NULL);
+				rbt_emit(wr, &t, ts, EV_END, 0, NULL);
 			}
-			emit(wr, &t, ts, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
+			rbt_emit(wr, &t, ts, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
 			open = N_GC_SWEEPING;
 		} else {
 			if (!open)
-				emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
-			emit(wr, &t, ts, EV_END, 0, NULL);
+				rbt_emit(wr, &t, wr->tr->start_ns, EV_BEGIN, N_GC_SWEEPING + 1, NULL);
+			rbt_emit(wr, &t, ts, EV_END, 0, NULL);
 			open = 0;
 		}
 	}
 	if (open)
-		emit(wr, &t, wr->tr->end_ns, EV_END, 0, NULL);
+		rbt_emit(wr, &t, wr->tr->end_ns, EV_END, 0, NULL);
 }
 
 /* --- replaying one thread ---------------------------------------------- */
@@ -546,7 +173,7 @@ static struct track *fiber_track(struct writer *wr, struct fiber *f)
 		f->tr.uuid = wr->next_uuid++;
 		f->tr.jtid = -(int64_t)f->tr.uuid;
 		snprintf(name, sizeof(name), "fiber %" PRIu64 " (thread %d)", f->key, (int)wr->w->tid);
-		emit_track(wr, &f->tr, wr->thread_tr.uuid, 0, name);
+		rbt_emit_track(wr, &f->tr, wr->thread_tr.uuid, 0, name);
 	}
 	return &f->tr;
 }
@@ -585,7 +212,7 @@ static void pop_frame(struct writer *wr, struct fiber *f, uint64_t ts, struct fr
 	}
 	while (f->n >= i) {
 		if (out)
-			emit(wr, fiber_track(wr, f), ts, EV_END, 0, NULL);
+			rbt_emit(wr, fiber_track(wr, f), ts, EV_END, 0, NULL);
 		f->n--;
 		if (!f->n)
 			break;
@@ -607,11 +234,11 @@ static void gvl_event(struct writer *wr, unsigned k, uint64_t ts, int *open)
 		wr->gvl_tr.jtid = -(int64_t)wr->gvl_tr.uuid;
 		char name[64];
 		snprintf(name, sizeof(name), "GVL (thread %d)", (int)wr->w->tid);
-		emit_track(wr, &wr->gvl_tr, wr->thread_tr.uuid, 0, name);
+		rbt_emit_track(wr, &wr->gvl_tr, wr->thread_tr.uuid, 0, name);
 	}
 	if (*open)
-		emit(wr, &wr->gvl_tr, ts, EV_END, 0, NULL);
-	emit(wr, &wr->gvl_tr, ts, EV_BEGIN, iid, NULL);
+		rbt_emit(wr, &wr->gvl_tr, ts, EV_END, 0, NULL);
+	rbt_emit(wr, &wr->gvl_tr, ts, EV_BEGIN, iid, NULL);
 	*open = 1;
 }
 
@@ -655,11 +282,11 @@ static void sched_event(struct writer *wr, const struct rbk_event *ev, uint64_t 
 		wr->sched_tr.uuid = wr->next_uuid++;
 		wr->sched_tr.jtid = -(int64_t)wr->sched_tr.uuid;
 		snprintf(name, sizeof(name), "sched (thread %d)", (int)wr->w->tid);
-		emit_track(wr, &wr->sched_tr, wr->thread_tr.uuid, 0, name);
+		rbt_emit_track(wr, &wr->sched_tr, wr->thread_tr.uuid, 0, name);
 	}
 	if (*state)
-		emit(wr, &wr->sched_tr, ev->ts_ns, EV_END, 0, NULL);
-	emit(wr, &wr->sched_tr, ev->ts_ns, EV_BEGIN, iid, NULL);
+		rbt_emit(wr, &wr->sched_tr, ev->ts_ns, EV_END, 0, NULL);
+	rbt_emit(wr, &wr->sched_tr, ev->ts_ns, EV_BEGIN, iid, NULL);
 	*state = iid;
 }
 
@@ -670,14 +297,14 @@ static void syscall_event(struct writer *wr, struct fiber *f, const struct rbk_e
 		struct frame fr = { F_SYSCALL, sys_iid(wr, ev->nr_or_ret) };
 		wr->used[fr.iid] = 1;
 		if (!push_frame(wr, &f->st, &f->n, &f->cap, fr) && out)
-			emit(wr, fiber_track(wr, f), ev->ts_ns, EV_BEGIN, fr.iid, NULL);
+			rbt_emit(wr, fiber_track(wr, f), ev->ts_ns, EV_BEGIN, fr.iid, NULL);
 		return;
 	}
 	for (size_t i = f->n; i > 0; i--)
 		if (f->st[i - 1].kind == F_SYSCALL) {
 			for (; f->n >= i && f->n; f->n--)
 				if (out)
-					emit(wr, fiber_track(wr, f), ev->ts_ns, EV_END, 0,
+					rbt_emit(wr, fiber_track(wr, f), ev->ts_ns, EV_END, 0,
 					     f->n == i ? &(struct ev_arg){ "ret", ev->nr_or_ret } : NULL);
 			return;
 		}
@@ -738,14 +365,14 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 		if (w->n && w->recs[w->n - 1].t > end)
 			end = w->recs[w->n - 1].t;
 		if (w->lost)
-			emit(wr, &wr->thread_tr, start, EV_INSTANT, N_LOST + 1, &(struct ev_arg){ "lost", (int64_t)w->lost });
+			rbt_emit(wr, &wr->thread_tr, start, EV_INSTANT, N_LOST + 1, &(struct ev_arg){ "lost", (int64_t)w->lost });
 		/* frames entered before the window, outermost first */
 		for (size_t i = 0; i < wr->nfibers; i++) {
 			struct fiber *f = &wr->fibers[i];
 			for (size_t j = f->npre; j-- > 0;) {
 				if (push_frame(wr, &f->st, &f->n, &f->cap, f->pre[j]))
 					return;
-				emit(wr, fiber_track(wr, f), start, EV_BEGIN, f->pre[j].iid, NULL);
+				rbt_emit(wr, fiber_track(wr, f), start, EV_BEGIN, f->pre[j].iid, NULL);
 			}
 		}
 	}
@@ -776,7 +403,7 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 			if (push_frame(wr, &cur->st, &cur->n, &cur->cap, fr))
 				return;
 			if (out)
-				emit(wr, fiber_track(wr, cur), ts, EV_BEGIN, fr.iid, NULL);
+				rbt_emit(wr, fiber_track(wr, cur), ts, EV_BEGIN, fr.iid, NULL);
 			break;
 		case RBT_RETURN: case RBT_C_RETURN: case RBT_B_RETURN: case RBT_GC_EXIT:
 			fr.kind = k == RBT_RETURN ? F_METHOD : k == RBT_C_RETURN ? F_CFUNC : k == RBT_B_RETURN ? F_BLOCK : F_GC;
@@ -808,12 +435,12 @@ static void replay(struct writer *wr, const struct rbt_thread_window *w, int out
 	for (size_t i = 0; i < wr->nfibers; i++) {
 		struct fiber *f = &wr->fibers[i];
 		for (; f->n; f->n--)
-			emit(wr, fiber_track(wr, f), end, EV_END, 0, NULL);
+			rbt_emit(wr, fiber_track(wr, f), end, EV_END, 0, NULL);
 	}
 	if (gvl_open)
-		emit(wr, &wr->gvl_tr, end, EV_END, 0, NULL);
+		rbt_emit(wr, &wr->gvl_tr, end, EV_END, 0, NULL);
 	if (sched)
-		emit(wr, &wr->sched_tr, end, EV_END, 0, NULL);
+		rbt_emit(wr, &wr->sched_tr, end, EV_END, 0, NULL);
 }
 
 static void thread_tracks(struct writer *wr, const struct rbt_thread_window *w)
@@ -865,21 +492,21 @@ int rbt_write(FILE *f, const struct rbt_trace *tr, enum rbt_format fmt)
 		replay(&wr, &tr->threads[i], 0);
 		fibers_free(&wr);
 	}
-	emit_header(&wr);
+	rbt_emit_header(&wr);
 	wr.next_uuid = 2;
 	emit_gc_track(&wr);
 	for (size_t i = 0; i < tr->nthreads && !wr.err; i++) {
 		const struct rbt_thread_window *w = &tr->threads[i];
 		const char *name = w->name ? w->name : w->main ? "main" : NULL;
 		thread_tracks(&wr, w);
-		emit_track(&wr, &wr.thread_tr, 0, w->tid, name ? name : "thread");
+		rbt_emit_track(&wr, &wr.thread_tr, 0, w->tid, name ? name : "thread");
 		replay(&wr, w, 0);
 		replay(&wr, w, 1);
 		fibers_free(&wr);
 	}
 	if (fmt == RBT_JSON)
-		out_str(&wr, "\n]}\n");
-	flush_out(&wr, 1);
+		rbt_out_str(&wr, "\n]}\n");
+	rbt_out_flush(&wr, 1);
 	if (!wr.err && fflush(f))
 		wr.err = errno ? errno : EIO;
 out:
@@ -903,8 +530,8 @@ out:
 	rbp_pb_free(&wr.da);
 	fibers_free(&wr);
 	if (err) {
-		errno = err;
-		return -1;
+		errno = err;   /* why writing failed, for the caller's words */
+		return err == ENOMEM ? RBP_ENOMEM : RBP_EIO;
 	}
-	return 0;
+	return RBP_OK;
 }

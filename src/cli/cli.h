@@ -6,7 +6,9 @@
 #define RBP_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+struct rbp_bpf_sampler;
 struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
@@ -44,6 +46,16 @@ struct cli_subject {
 int cli_fail(int err, const struct cli_subject *subj);
 /* --native asked of a build without libdw (NATIVE=0): says so; returns EXIT_USAGE. */
 int cli_no_native(void);
+
+/* A --sampler value: *bpf = 0 for "ptrace", 1 for "bpf"; else the usage error (EXIT_USAGE). */
+int cli_sampler_opt(const char *cmd, const char *arg, int *bpf);
+/*
+ * --sampler=bpf: the in-kernel sampler (profile/bpfsampler.h) at rate_hz
+ * watching t (vm), for rbp_sampler_opts.bpf; the caller closes it.  NULL,
+ * after one warning saying why, where it cannot run (eBPF refused, not
+ * root, built without eBPF): the caller samples with ptrace.
+ */
+struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz);
 
 /*
  * The one warning for an assumed layout (a Ruby newer than every table,
@@ -194,6 +206,7 @@ int cmd_alloc(int argc, char **argv);
 int cmd_heap(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 struct rbp_profile;
 struct rbp_format;

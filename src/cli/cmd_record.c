@@ -19,6 +19,7 @@
 #include "output/output.h"
 #include "profile/profile.h"
 #include "profile/raw.h"
+#include "profile/bpfsampler.h"
 #include "profile/sampler.h"
 #include "profile/subject.h"
 #include "ruby/vm.h"
@@ -55,6 +56,10 @@ static const char record_usage[] =
 	"                          the stack of the thread running the garbage collector\n"
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it (not with --nonblocking)\n"
+	"      --sampler SAMPLER   ptrace (default): read every thread's stack from outside;\n"
+	"                          bpf: the kernel copies the stack of a thread it interrupts\n"
+	"                          on a CPU (on-CPU samples only, no pause; root; falls back\n"
+	"                          to ptrace with a warning where eBPF is not allowed)\n"
 	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
@@ -92,13 +97,14 @@ struct record_opts {
 	int subprocesses;
 	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 	int idle;                 /* --idle: keep samples of threads waiting for work */
+	int bpf;                  /* --sampler=bpf */
 };
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
 	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
-	       OPT_IDLE, OPT_NOIDLE };
+	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -119,6 +125,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "idle", no_argument, NULL, OPT_IDLE },
 		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
+		{ "sampler", required_argument, NULL, OPT_SAMPLER },
 		CLI_OPTS_END
 	};
 	int c;
@@ -154,6 +161,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NORAW: o->raw = ""; break;
 		case OPT_IDLE: o->idle = 1; break;
 		case OPT_NOIDLE: o->idle = 0; break;
+		case OPT_SAMPLER:
+			if (cli_sampler_opt("record", optarg, &o->bpf))
+				return EXIT_USAGE;
+			break;
 		case 'h': cli_print_usage(record_usage); exit(0);
 		default:
 			if (cli_other_opt("record", c, argv, &o->t))
@@ -166,6 +177,11 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
 	if (o->native && !rbp_subject_native_available())
 		return cli_no_native();
+	if (o->bpf && (o->native || o->subprocesses || o->so.gvl_only))
+		return cli_usage_error("record", "--sampler=bpf cannot be used with %s",
+				       o->native ? "--native" : o->subprocesses ? "--subprocesses" : "--gvl");
+	if (o->bpf && o->rate > 10000)
+		return cli_usage_error("record", "--sampler=bpf samples at most 10000 Hz");
 	if (o->native && o->so.nonblocking)
 		return cli_usage_error("record", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
@@ -369,13 +385,17 @@ int cmd_record(int argc, char **argv)
 	o.so.child_exited = o.cmd ? cli_child_exited : NULL;
 	o.so.ctx = &lv;
 	o.so.procs = lv.procs;
+	if (o.bpf && s.vm && (o.so.bpf = cli_bpf_sampler(s.t, s.vm, o.rate)))
+		o.so.on_cpu = 1;
 	lv.tty = !o.silent && isatty(2);
 	if (!o.silent)
-		fprintf(stderr, "rbpeek: recording process %d (%s%s)%s at %u Hz%s\n", subj.pid,
+		fprintf(stderr, "rbpeek: recording process %d (%s%s)%s at %u Hz%s%s\n", subj.pid,
 			s.vm ? "ruby " : "not Ruby", s.vm ? rbp_vm_info(s.vm)->version : "",
 			lv.procs ? " and its Ruby subprocesses" : "", o.rate,
+			o.so.bpf ? " of CPU time (in-kernel sampler)" : "",
 			lv.tty ? "; press Ctrl-C to stop" : "");
 	err = rbp_sample_loop(s.t, s.vm, &o.so, &p, &st);
+	rbp_bpf_sampler_close(o.so.bpf);
 	p.meta.ruby_version = rbp_profile_str(&p, s.vm ? rbp_vm_info(s.vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)

@@ -32,6 +32,7 @@
 #include "output/output.h"
 #include "profile/procset.h"
 #include "profile/profile.h"
+#include "profile/bpfsampler.h"
 #include "profile/sampler.h"
 #include "profile/subject.h"
 #include "ruby/vm.h"
@@ -53,6 +54,9 @@ static const char top_usage[] =
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          get rows of their own (not with --nonblocking; with\n"
 	"                          --subprocesses, in every process)\n"
+	"      --sampler SAMPLER   ptrace (default) or bpf: the kernel copies the stack of a\n"
+	"                          thread it interrupts on a CPU (on-CPU samples only, no\n"
+	"                          pause; root; ptrace with a warning where eBPF is not allowed)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
@@ -64,7 +68,7 @@ static const char top_usage[] =
 
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
-	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_NATIVE };
+	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_NATIVE, OPT_SAMPLER };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -73,6 +77,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
 		{ "native", no_argument, NULL, OPT_NATIVE },
+		{ "sampler", required_argument, NULL, OPT_SAMPLER },
 		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
@@ -102,6 +107,10 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		case OPT_SUBPROC: o->subprocesses = 1; break;
 		case OPT_NONBLOCK: o->nonblocking = 1; break;
 		case OPT_NATIVE: o->native = 1; break;
+		case OPT_SAMPLER:
+			if (cli_sampler_opt("top", optarg, &o->bpf))
+				return EXIT_USAGE;
+			break;
 		case 'h': fputs(top_usage, stdout); exit(0);
 		default:
 			if (cli_other_opt("top", c, argv, &o->t))
@@ -112,6 +121,11 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		return EXIT_USAGE;
 	if (o->native && !rbp_subject_native_available())
 		return cli_no_native();
+	if (o->bpf && (o->native || o->subprocesses))
+		return cli_usage_error("top", "--sampler=bpf cannot be used with %s",
+				       o->native ? "--native" : "--subprocesses");
+	if (o->bpf && o->rate > 10000)
+		return cli_usage_error("top", "--sampler=bpf samples at most 10000 Hz");
 	if (o->native && o->nonblocking)
 		return cli_usage_error("top", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
@@ -234,6 +248,8 @@ int cmd_top(int argc, char **argv)
 	so = (struct rbp_sampler_opts){ .rate_hz = o.rate, .nonblocking = (uint8_t)o.nonblocking,
 		.pause_all = 1, .duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
 		.suspend = suspend, .progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = s.native, .ctx = &v };
+	if (o.bpf)
+		so.bpf = cli_bpf_sampler(s.t, s.vm, o.rate);
 	v.tty = !term_enter();
 	if (v.tty)
 		v.dirty = 1;   /* an empty screen at once, not after a second */
@@ -244,6 +260,7 @@ int cmd_top(int argc, char **argv)
 		fprintf(stderr, "rbpeek: stdin is not a terminal (no keys): printing the table "
 			"every %.1f s\n", o.delay);
 	err = rbp_sample_loop(s.t, s.vm, &so, &p, &st);
+	rbp_bpf_sampler_close(so.bpf);
 	term_restore();
 	if (err) {
 		rc = cli_fail(err, &subj);

@@ -13,6 +13,7 @@ static const char usage[] =
 	"See what a running Ruby program is doing, from outside: no gem, no restart.\n"
 	"\n"
 	"commands:\n"
+	"  agent      profile every Ruby process of the host and push to Pyroscope\n"
 	"  alloc      watch a process allocate objects: counts per class and site, live\n"
 	"  heap       count the objects on a process's heap by type and class\n"
 	"  inspect    show what rbpeek finds in a process and how (for bug reports)\n"
@@ -36,6 +37,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "agent", cmd_agent },
 	{ "alloc", cmd_alloc },
 	{ "inspect", cmd_inspect },
 	{ "record", cmd_record },

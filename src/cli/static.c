@@ -3,8 +3,9 @@
  * the glibc functions that cannot work in a static executable.
  *
  * Built only into the static binary, which is linked with
- * -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid: every call
- * to dlopen(), initgroups() and getpwuid() then lands here, glibc's own versions are never linked,
+ * -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid
+ * -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo: every call to those then
+ * lands here, glibc's own versions are never linked,
  * and the link has no "requires at runtime the shared libraries from the
  * glibc version used for linking" warning (the static link treats
  * warnings as errors).
@@ -23,16 +24,29 @@
  *               user's HOME (the raw-profile cache, the program's HOME):
  *               read from /etc/passwd alone (no LDAP or sssd users: HOME
  *               then stays as sudo set it).
+ *   getaddrinfo the agent's --server and --metrics: numeric addresses, and
+ *               names from /etc/hosts alone (no DNS: glibc resolves through
+ *               NSS modules it would dlopen); numeric ports only.
  */
+#include <ctype.h>
 #include <grp.h>
+#include <netdb.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 void *__wrap_dlopen(const char *file, int mode);
 int __wrap_initgroups(const char *user, gid_t gid);
 struct passwd *__wrap_getpwuid(uid_t uid);
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		       struct addrinfo **res);
+void __wrap_freeaddrinfo(struct addrinfo *ai);
 
 void *__wrap_dlopen(const char *file, int mode)
 {
@@ -94,4 +108,92 @@ struct passwd *__wrap_getpwuid(uid_t uid)
 	if (f)
 		fclose(f);
 	return ret;
+}
+
+/* One result: the addrinfo and its address in one allocation. */
+static struct addrinfo *one_addr(int family, const void *addr, int port,
+				 const struct addrinfo *hints)
+{
+	struct addrinfo *ai = calloc(1, sizeof(*ai) + sizeof(struct sockaddr_in6));
+	struct sockaddr_in *in4 = (struct sockaddr_in *)(ai + 1);
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(ai + 1);
+
+	if (!ai)
+		return NULL;
+	ai->ai_family = family;
+	ai->ai_socktype = hints && hints->ai_socktype ? hints->ai_socktype : SOCK_STREAM;
+	ai->ai_addr = (struct sockaddr *)(ai + 1);
+	if (family == AF_INET) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons((uint16_t)port);
+		memcpy(&in4->sin_addr, addr, sizeof(in4->sin_addr));
+		ai->ai_addrlen = sizeof(*in4);
+	} else {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		memcpy(&in6->sin6_addr, addr, sizeof(in6->sin6_addr));
+		ai->ai_addrlen = sizeof(*in6);
+	}
+	return ai;
+}
+
+/* A numeric address into *family and buf (16 bytes); 0 when it is one. */
+static int numeric(const char *s, int *family, unsigned char *buf)
+{
+	if (inet_pton(AF_INET, s, buf) == 1)
+		*family = AF_INET;
+	else if (inet_pton(AF_INET6, s, buf) == 1)
+		*family = AF_INET6;
+	else
+		return -1;
+	return 0;
+}
+
+/* The first address /etc/hosts gives name, into *family and buf. */
+static int from_hosts(const char *name, int *family, unsigned char *buf)
+{
+	char line[1024];
+	int found = -1;
+	FILE *f = fopen("/etc/hosts", "re");
+
+	while (f && found && fgets(line, sizeof(line), f)) {
+		char *save, *addr = strtok_r(line, " \t\r\n", &save), *alias;
+		if (!addr || *addr == '#' || numeric(addr, family, buf))
+			continue;
+		while (found && (alias = strtok_r(NULL, " \t\r\n", &save)) && *alias != '#')
+			if (!strcasecmp(alias, name))
+				found = 0;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		       struct addrinfo **res)
+{
+	unsigned char addr[16];
+	int family, port;
+	char *end;
+
+	if (!node || !service)
+		return EAI_NONAME;
+	port = (int)strtol(service, &end, 10);
+	if (*end || port < 0 || port > 65535)
+		return EAI_SERVICE;
+	if (numeric(node, &family, addr) &&
+	    ((hints && (hints->ai_flags & AI_NUMERICHOST)) || from_hosts(node, &family, addr)))
+		return EAI_NONAME;
+	if (hints && hints->ai_family != AF_UNSPEC && hints->ai_family != family)
+		return EAI_FAMILY;
+	return (*res = one_addr(family, addr, port, hints)) ? 0 : EAI_MEMORY;
+}
+
+void __wrap_freeaddrinfo(struct addrinfo *ai)
+{
+	while (ai) {
+		struct addrinfo *next = ai->ai_next;
+		free(ai);
+		ai = next;
+	}
 }

@@ -23,6 +23,7 @@ struct top_opts {
 	int subprocesses;
 	int nonblocking;
 	int native;
+	int bpf;                  /* --sampler=bpf */
 };
 
 /* What is on screen and how to draw it. */

@@ -1,8 +1,9 @@
 /*
  * framecap.h - copy a thread's interpreter frames inside the kernel at the
- * moment a uprobe fires: a small eBPF program (hand-assembled, loaded with
- * the raw bpf() system call; no compiler, no libbpf) attached to uprobe
- * perf events (PERF_EVENT_IOC_SET_BPF, see rbp_uprobes_set_bpf()).
+ * moment a uprobe fires: a small eBPF program (src/bpf/framecap.bpf.c,
+ * compiled by clang, embedded as a libbpf skeleton and loaded by libbpf)
+ * attached to uprobe perf events (PERF_EVENT_IOC_SET_BPF, see
+ * rbp_uprobes_set_bpf()).
  *
  * At each hit the program:
  *   1. draws a random number and goes on only when it is below the "pick"
@@ -26,8 +27,10 @@
  * Nothing outlives the caller: programs, maps and rings are file
  * descriptors.  Needs root (CAP_BPF + CAP_PERFMON) and a kernel with
  * CONFIG_BPF_EVENTS (5.7+ for bpf_get_ns_current_pid_tgid);
- * rbp_framecap_open() says why not otherwise.
- * x86-64 only (the register offsets in struct pt_regs).
+ * rbp_framecap_open() says why not otherwise, quoting libbpf and the
+ * verifier.  A build without eBPF (make BPF=0: framecap_none.c) fails
+ * every open with RBP_ENOBPF.
+ * x86-64 only (the registers of struct pt_regs).
  */
 #ifndef RBP_PROC_FRAMECAP_H
 #define RBP_PROC_FRAMECAP_H
@@ -77,8 +80,10 @@ struct rbp_framecap;
  * Load one program per probe (arg_reg[i]: which argument register the
  * record carries for probe i: 0 %rdi, 1 %rsi, 2 %rdx) and the per-CPU
  * rings.  On failure returns RBP_EPERM (bpf() refused), RBP_ENOUPROBE (no
- * BPF events in this kernel), RBP_EINVAL (the verifier refused: a bug), ...
- * with a sentence in why.
+ * BPF events in this kernel), RBP_EINVAL (the verifier refused: a bug),
+ * RBP_ENOBPF (built without eBPF), ... with a sentence in why: what
+ * failed, then libbpf's last messages (the verifier's log ends them) as
+ * far as why_len allows.
  */
 int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_reg, size_t n_probes,
 		      struct rbp_framecap **out, char *why, size_t why_len);

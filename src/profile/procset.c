@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "proc/target.h"
 #include "util/err.h"
@@ -30,6 +31,7 @@ struct desc {
 	uint64_t next_try_ns;   /* when to try attaching again; NEVER: on exec only */
 	char exe[256];          /* the program when last found not Ruby */
 	int member;             /* attached now */
+	int capped;             /* counted in capped (the set was full) */
 };
 
 struct rbp_procset {
@@ -46,6 +48,13 @@ struct rbp_procset {
 	uint64_t attached;
 	char version[32];                     /* of the first process attached */
 	struct rbp_native_stats native_gone;  /* --native: of the members dropped since */
+	int all;                              /* every process of the host, no root */
+	size_t max;                           /* most members at once, 0: no limit */
+	uint64_t capped;                      /* processes not attached: the set was full */
+	void (*drop)(void *ctx, struct rbp_procset_member *m);   /* see rbp_procset_on_drop */
+	void *drop_ctx;
+	int (*accept)(void *ctx, pid_t pid);                     /* see rbp_procset_filter */
+	void *accept_ctx;
 };
 
 
@@ -72,6 +81,8 @@ static int add_member(struct rbp_procset *s, pid_t pid, struct rbp_target *t, st
 
 static void free_member(struct rbp_procset *s, struct rbp_procset_member *m)
 {
+	if (s->drop)
+		s->drop(s->drop_ctx, m);
 	rbp_native_stats_add(m->native, &s->native_gone);
 	rbp_hmap_clear(&m->frame_ids);
 	rbp_hmap_clear(&m->tid_names);
@@ -129,6 +140,41 @@ int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm
 	return RBP_OK;
 }
 
+int rbp_procset_new_all(const struct rbp_vm_opts *vo, size_t max, struct rbp_procset **out)
+{
+	struct rbp_procset *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return RBP_ENOMEM;
+	s->all = 1;
+	s->max = max;
+	s->vo = *vo;
+	if (!s->vo.layout_cache && !(s->vo.layout_cache = s->own_cache = rbp_layout_cache_new())) {
+		free(s);
+		return RBP_ENOMEM;
+	}
+	*out = s;
+	return RBP_OK;
+}
+
+uint64_t rbp_procset_capped(const struct rbp_procset *s)
+{
+	return s->capped;
+}
+
+void rbp_procset_on_drop(struct rbp_procset *s,
+			 void (*drop)(void *ctx, struct rbp_procset_member *m), void *ctx)
+{
+	s->drop = drop;
+	s->drop_ctx = ctx;
+}
+
+void rbp_procset_filter(struct rbp_procset *s, int (*accept)(void *ctx, pid_t pid), void *ctx)
+{
+	s->accept = accept;
+	s->accept_ctx = ctx;
+}
+
 void rbp_procset_free(struct rbp_procset *s)
 {
 	if (!s)
@@ -140,6 +186,22 @@ void rbp_procset_free(struct rbp_procset *s)
 	rbp_hmap_clear(&s->seen);
 	rbp_layout_cache_free(s->own_cache);
 	free(s);
+}
+
+/* Whether a file whose name has "ruby" in it is mapped (a cheap guess, for counting). */
+static int maps_mention_ruby(pid_t pid)
+{
+	char path[64], line[512];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "ruby") != NULL;
+	fclose(f);
+	return found;
 }
 
 /* Attach to a descendant if it is Ruby; set when to try again if not. */
@@ -157,6 +219,19 @@ static int try_attach(struct rbp_procset *s, struct desc *d, uint64_t now)
 	if (d->next_try_ns != NEVER && now < d->next_try_ns)
 		return RBP_OK;
 	memcpy(d->exe, exe, sizeof(exe));
+	if (s->accept && !s->accept(s->accept_ctx, d->pid)) {
+		d->next_try_ns = NEVER;
+		return RBP_OK;
+	}
+	if (s->max && s->n >= s->max) {
+		/* full: count the processes that look like Ruby, try again later */
+		if (!d->capped && maps_mention_ruby(d->pid)) {
+			s->capped++;
+			d->capped = 1;
+		}
+		d->next_try_ns = now + RETRY_SLOW_NS;
+		return RBP_OK;
+	}
 	err = rbp_target_open_pid(d->pid, &t);
 	if (!err)
 		err = rbp_vm_attach(t, &vo, &vm);
@@ -218,6 +293,14 @@ static int adopt(struct rbp_procset *s, const pid_t *fresh, pid_t *parent, size_
 	uint64_t start;
 	int changed = 1;
 
+	if (s->all) {
+		/* every new process but rbpeek itself; those of the first scan are not young */
+		for (size_t i = 0; i < n; i++)
+			if (fresh[i] != getpid() && !find_desc(s, fresh[i]) &&
+			    !add_desc(s, fresh[i], s->gen == 1 ? 0 : now))
+				return RBP_ENOMEM;
+		return RBP_OK;
+	}
 	for (size_t i = 0; i < n; i++)
 		if (rbp_proc_parent(fresh[i], &parent[i], &start))
 			parent[i] = 0;
@@ -253,6 +336,14 @@ int rbp_procset_refresh(struct rbp_procset *s, uint64_t now)
 	}
 	if ((err = mark_seen(s, pids, n, fresh, &n_fresh)))
 		goto done;
+	/* forget pids long gone (a host runs through many), keeping the map small */
+	if (s->seen.len > 2 * n + 1024) {
+		rbp_hmap_reset(&s->seen);
+		for (size_t i = 0; i < n && !err; i++)
+			err = rbp_hmap_put(&s->seen, (uint64_t)pids[i], s->gen);
+		if (err)
+			goto done;
+	}
 	sweep(s);
 	if ((err = adopt(s, fresh, parent, n_fresh, now)))
 		goto done;

@@ -49,6 +49,7 @@ struct rbp_procset_member {
 	 * closed with the member; native_err: why it could not be opened */
 	struct rbp_native *native;
 	int native_err;
+	void *user;               /* the driver's own per-process state (the agent's), NULL */
 };
 
 struct rbp_procset;
@@ -62,6 +63,29 @@ struct rbp_procset;
 int rbp_procset_new(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_vm_opts *vo,
 		    struct rbp_procset **out);
 void rbp_procset_free(struct rbp_procset *s);   /* NULL-safe; detaches every member */
+
+/*
+ * A set of every Ruby process on the host (rbpeek agent): no root; each
+ * scan tries every process it has not seen before, by the same rules as
+ * descendants (processes already running at the first scan are not young).
+ * At most max members (0: no limit): processes beyond it are not attached
+ * (rbp_procset_capped counts them) and tried again later.  RBP_ENOMEM.
+ */
+int rbp_procset_new_all(const struct rbp_vm_opts *vo, size_t max, struct rbp_procset **out);
+/* Processes left unattached because the set was full (each counted once). */
+uint64_t rbp_procset_capped(const struct rbp_procset *s);
+/*
+ * Attach only to processes for which accept(ctx, pid) says nonzero, asked
+ * before anything else is read of them (a process refused is asked again
+ * only when it execs another program).  NULL: all.
+ */
+void rbp_procset_filter(struct rbp_procset *s, int (*accept)(void *ctx, pid_t pid), void *ctx);
+/*
+ * Call drop(ctx, m) just before member m is detached and freed (by
+ * rbp_procset_failed or rbp_procset_free), e.g. to flush its profile.
+ */
+void rbp_procset_on_drop(struct rbp_procset *s,
+			 void (*drop)(void *ctx, struct rbp_procset_member *m), void *ctx);
 
 /* Scan for new descendants when a scan is due (now_ns: any monotonic clock).  RBP_ENOMEM. */
 int rbp_procset_refresh(struct rbp_procset *s, uint64_t now_ns);

@@ -30,11 +30,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "profile/bpfsampler.h"
 #include "ruby/gc.h"
 #include "util/err.h"
 #include "util/hmap.h"
 
 #define DUTY_WINDOW_NS 100000000ull  /* real-time duty cycle checked over 100 ms */
+#define BPF_READ_NS 50000000ull      /* --sampler=bpf: the kernel's copies decoded every 50 ms */
+#define BPF_REFRESH 5                /* ... and its thread map refreshed every 5th time */
 
 /* Real-time class and early wake-up of the loop's thread (sampler.h). */
 struct waker {
@@ -217,6 +220,51 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	return RBP_OK;
 }
 
+struct bpf_tick {
+	struct loop *l;
+	struct rbp_sampler_status *st;
+	uint64_t start;   /* the loop's start, CLOCK_MONOTONIC */
+};
+
+/* One stack the kernel copied, decoded: a sample of a thread on a CPU. */
+static int on_bpf_sample(void *ctx, const struct rbp_bpf_sample *smp)
+{
+	struct bpf_tick *bt = ctx;
+	int err;
+
+	if (!smp->th) {
+		bt->st->errors++;
+		bt->st->last_err = smp->err;
+		return RBP_OK;
+	}
+	if (!smp->th->n_frames)
+		return RBP_OK;
+	uint64_t t_ns = smp->time_ns > bt->start ? smp->time_ns - bt->start : 0;
+	if ((err = add_thread(bt->l, smp->th, t_ns, RBP_SAMPLE_ONCPU)))
+		return err;
+	bt->st->samples++;
+	return RBP_OK;
+}
+
+/* --sampler=bpf: decode what the kernel copied since the last time. */
+static int tick_bpf(struct loop *l, uint64_t start, uint64_t reads, struct rbp_sampler_status *st)
+{
+	struct bpf_tick bt = { l, st, start };
+	struct rbp_bpf_sampler_stats bs;
+	int err;
+
+	if (reads % BPF_REFRESH == BPF_REFRESH - 1) {   /* (open refreshed it) */
+		if (!target_alive(l->t->pid))
+			return RBP_ENOPROC;
+		if ((err = rbp_bpf_sampler_refresh(l->o->bpf)))
+			return err;
+	}
+	err = rbp_bpf_sampler_read(l->o->bpf, &l->stacks, on_bpf_sample, &bt);
+	rbp_bpf_sampler_stats(l->o->bpf, &bs);
+	st->ticks = bs.k.watched;
+	return err;
+}
+
 /* The "process PID: cmdline" node of a member, made on its first sample. */
 static int process_node(struct loop *l, struct rbp_procset_member *m)
 {
@@ -251,6 +299,19 @@ static int tick_member(struct loop *l, struct rbp_procset_member *m, uint64_t t_
 	l->frame_ids = &m->frame_ids;
 	l->tid_names = &m->tid_names;
 	return tick(l, t_ns, st);
+}
+
+int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+		      struct rbp_profile *p, uint64_t t_ns, struct rbp_stacks *scratch,
+		      struct rbp_sampler_status *st)
+{
+	struct loop l = { .t = m->t, .vm = m->vm, .o = o, .p = p, .stacks = *scratch,
+			  .frame_ids = &m->frame_ids, .tid_names = &m->tid_names };
+	int err = tick(&l, t_ns, st);
+
+	*scratch = l.stacks;
+	rbp_hmap_clear(&l.states);
+	return err;
 }
 
 /*
@@ -402,13 +463,14 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	struct loop l = { .t = t, .vm = vm, .native = o->native, .o = o, .p = p };
 	l.frame_ids = &l.own_ids;
 	l.tid_names = &l.own_names;
-	uint64_t period = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
+	uint64_t period = o->bpf ? BPF_READ_NS : 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
+	uint64_t reads = 0;   /* --sampler=bpf: wake-ups */
 	uint64_t start = now_ns(CLOCK_MONOTONIC), deadline = start, next_progress;
 	struct waker w;
 	int err = RBP_OK;
 
 	memset(st, 0, sizeof(*st));
-	waker_init(&w, period, o->realtime, st);
+	waker_init(&w, period, o->realtime && !o->bpf, st);
 	next_progress = start + (o->progress_ns ? o->progress_ns : 1000000000ull);
 	p->meta.pid = (int32_t)t->pid;
 	p->meta.rate_hz = o->rate_hz;
@@ -428,6 +490,13 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 		uint64_t now = waker_sleep(&w, deadline);
 		if (now < deadline)
 			continue;   /* woken by a signal: re-check for a stop */
+		if (o->bpf) {
+			/* the kernel sampled on time; this only collects */
+			err = tick_bpf(&l, start, reads++, st);
+			account_tick_cost(st, now_ns(CLOCK_MONOTONIC) - now);
+			deadline = now + period;
+			goto checked;
+		}
 		uint64_t lateness = now - deadline;
 		if (lateness > period / 2)
 			st->late++;
@@ -441,6 +510,8 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 		st->ticks++;
 		err = o->procs ? tick_procs(&l, now - start, st) : tick(&l, now - start, st);
 		account_tick_cost(st, now_ns(CLOCK_MONOTONIC) - now);
+		deadline += period;
+checked:
 		if (err == RBP_ENOMEM)
 			break;
 		if (err) {
@@ -458,7 +529,6 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 			}
 			err = RBP_OK;
 		}
-		deadline += period;
 		st->elapsed_ns = now_ns(CLOCK_MONOTONIC) - start;
 		if (o->progress && now >= next_progress) {
 			o->progress(o->ctx, st, p);

@@ -108,6 +108,17 @@ struct rbp_sampler_opts {
 	 * the one target.
 	 */
 	struct rbp_procset *procs;
+	/*
+	 * --sampler=bpf: take the stacks the kernel copied at each CPU's clock
+	 * tick (profile/bpfsampler.h, t already watched) instead of reading
+	 * them from outside: on-CPU samples only, no pause, no GVL or GC
+	 * state.  The loop then wakes every 50 ms to decode what came, and
+	 * refreshes the kernel's thread map every 250 ms; rate_hz is the
+	 * engine's.  ticks counts the kernel's ticks on a thread of the
+	 * target, tick_ns each wake-up's cost; never late.  Not with procs or
+	 * native.  Not owned.
+	 */
+	struct rbp_bpf_sampler *bpf;
 	/* For spawned children: nonzero once the child has exited (reaped).  May be NULL. */
 	int (*child_exited)(void *ctx);
 	void *ctx;
@@ -120,6 +131,21 @@ struct rbp_sampler_opts {
  */
 int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sampler_opts *o,
 		    struct rbp_profile *p, struct rbp_sampler_status *st);
+
+/*
+ * One read of member m of a process set, its samples added to p: the step
+ * of the loop, for a driver with its own schedule and one profile per
+ * process (rbpeek agent).  The stacks hang from p's root (no process
+ * frame).  m's caches (frame_ids, tid_names) hold ids of p: clear them
+ * when p is replaced.  scratch: buffers kept between calls (zeroed at
+ * first, rbp_stacks_free at the end).  t_ns: the sample's time.  Only
+ * o's filters and pause options are used (on_cpu, gvl_only,
+ * threads_as_roots, by_function, nonblocking, pause_all, no_gc).  Counts
+ * into st->samples and st->no_gvl_holder; returns the read's error.
+ */
+int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+		      struct rbp_profile *p, uint64_t t_ns, struct rbp_stacks *scratch,
+		      struct rbp_sampler_status *st);
 
 /*
  * Why ticks were late, for advice.  RBP_LATE_FEW: at most 1 % late, or

@@ -11,8 +11,8 @@
 
 struct entry {
 	const char *name;
-	uint8_t klass_arg_old;   /* argument holding klass before 3.3 */
-	uint8_t klass_arg_new;   /* ... from 3.3 on */
+	uint8_t klass_arg_old;   /* argument holding klass: RBP_NEWOBJ_KLASS */
+	uint8_t klass_arg_new;   /* ... RBP_NEWOBJ_EC_KLASS (3.3+) */
 };
 
 static const struct entry entries[] = {
@@ -201,12 +201,6 @@ static int probe_path(struct rbp_vm *vm, char *buf, size_t cap)
 	return RBP_OK;
 }
 
-/* 3.0 - 3.3: rb_class_allocate_instance is in gc.c, not exported. */
-static int allocator_in_gc(const struct rbp_layout *L)
-{
-	return L->major == 3 && L->minor <= 3;
-}
-
 /*
  * BasicObject's allocator (rb_class_allocate_instance) as a file offset.
  * It is a field of the classext (its offset varies: 88 in 3.0, 96 in
@@ -244,7 +238,7 @@ static int basic_object_allocator(struct rbp_vm *vm, uint64_t *off)
 int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap, size_t *n)
 {
 	const struct rbp_layout *L = vm->L;
-	int newer = L->major > 3 || (L->major == 3 && L->minor >= 3);
+	int newer = L->shape.newobj == RBP_NEWOBJ_EC_KLASS;
 	char path[sizeof(out->path)];
 	uint64_t vaddr, off;
 	int err;
@@ -264,7 +258,8 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 	}
 	if (!*n)
 		return RBP_ENOPROBE;   /* nothing exported: not a build we can watch */
-	if (allocator_in_gc(L) && *n < cap) {
+	/* 3.0 - 3.3: rb_class_allocate_instance is in gc.c, not exported */
+	if (L->shape.allocator == RBP_ALLOCATOR_IN_GC && *n < cap) {
 		if ((err = basic_object_allocator(vm, &off)))
 			return err == RBP_ENOPROC ? err : RBP_ENOPROBE;
 		struct rbp_alloc_probe *p = &out[(*n)++];

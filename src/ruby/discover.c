@@ -187,12 +187,12 @@ static int validate_vm(struct rbp_vm *vm, uint64_t addr)
 	uint64_t main_th, th_vm, ractor;
 	uint32_t cnt;
 
-	if (rv_word(vm, addr + L->vm_main_thread, &main_th) ||
-	    rv_word(vm, main_th + L->thread_vm, &th_vm) || th_vm != addr)
+	if (rv_word(vm, addr + L->vm.main_thread, &main_th) ||
+	    rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr)
 		return RBP_ENOVM;
-	if (L->vm_main_ractor >= 0) {
-		if (rv_word(vm, addr + L->vm_main_ractor, &ractor) ||
-		    rv_read(vm, ractor + L->ractor_threads_cnt, &cnt, 4) ||
+	if (L->shape.threads == RBP_THREADS_IN_RACTOR) {
+		if (rv_word(vm, addr + L->vm.main_ractor, &ractor) ||
+		    rv_read(vm, ractor + L->ractor.threads_cnt, &cnt, 4) ||
 		    cnt == 0 || cnt > RV_MAX_THREADS)
 			return RBP_ENOVM;
 	}
@@ -327,11 +327,11 @@ static int validate_symbols(struct rbp_vm *vm, uint64_t addr)
 	uint32_t last;
 	uint64_t ids, len;
 
-	if (rv_read(vm, addr + L->symbols_last_id, &last, 4) ||
-	    rv_word(vm, addr + L->symbols_ids, &ids) ||
+	if (rv_read(vm, addr + L->symbols.last_id, &last, 4) ||
+	    rv_word(vm, addr + L->symbols.ids, &ids) ||
 	    last < 100 || last > (1u << 28) ||
-	    rv_array_len(vm, ids, &len) || len < last / L->id_entry_unit ||
-	    len > last / L->id_entry_unit + 2)
+	    rv_array_len(vm, ids, &len) || len < last / L->id.entry_unit ||
+	    len > last / L->id.entry_unit + 2)
 		return RBP_ECORRUPT;
 	return RBP_OK;
 }
@@ -373,7 +373,7 @@ static int find_symbols(struct rbp_vm *vm)
 		}
 	}
 	if (!decode_rip_load(vm, "rb_sym_immortal_count", &addr)) {
-		addr -= (uint64_t)vm->L->symbols_last_id;
+		addr -= (uint64_t)vm->L->symbols.last_id;
 		if (!validate_symbols(vm, addr)) {
 			vm->info.symbols_method = "decoded rb_sym_immortal_count";
 			goto found;

@@ -40,9 +40,9 @@ static int objspace(struct rbp_vm *vm, uint64_t *out)
 		*out = vm->objspace_addr;
 		return RBP_OK;
 	}
-	if (L->vm_objspace < 0 || modular_gc(vm))
+	if (L->shape.objspace != RBP_OBJSPACE_IN_VM || modular_gc(vm))
 		return RBP_ENOSYM;
-	if ((err = rv_word(vm, vm->vm_addr + (uint64_t)L->vm_objspace, &os)))
+	if ((err = rv_word(vm, vm->vm_addr + (uint64_t)L->vm.objspace, &os)))
 		return err;
 	if (os & 7)
 		return RBP_ECORRUPT;
@@ -62,23 +62,23 @@ int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out)
 /* Bytes of rb_objspace's head holding flags.mode and flags.during_gc; 0: unknown. */
 static size_t flags_len(const struct rbp_layout *L)
 {
-	int16_t end = L->gc_mode.off + L->gc_mode.size;
+	int16_t end = L->objspace.mode.off + L->objspace.mode.size;
 
-	if (L->gc_during_gc.off + L->gc_during_gc.size > end)
-		end = L->gc_during_gc.off + L->gc_during_gc.size;
-	if (L->gc_mode.off < 0 || L->gc_during_gc.off < 0 || end > RV_GC_FLAGS_MAX)
+	if (L->objspace.during_gc.off + L->objspace.during_gc.size > end)
+		end = L->objspace.during_gc.off + L->objspace.during_gc.size;
+	if (L->shape.gc_flags != RBP_GC_FLAGS_IN_OBJSPACE || end > RV_GC_FLAGS_MAX)
 		return 0;
 	return (size_t)end;
 }
 
 static enum rbp_gc_phase decode_phase(const struct rbp_layout *L, const uint8_t *flags)
 {
-	if (!rv_bitfield(flags, &L->gc_during_gc))
+	if (!rv_bitfield(flags, &L->objspace.during_gc))
 		return RBP_GC_NONE;
-	unsigned mode = (unsigned)rv_bitfield(flags, &L->gc_mode);
-	return mode == L->gc_mode_marking ? RBP_GC_MARKING :
-	       mode == L->gc_mode_sweeping ? RBP_GC_SWEEPING :
-	       mode == L->gc_mode_compacting ? RBP_GC_COMPACTING : RBP_GC_RUNNING;
+	unsigned mode = (unsigned)rv_bitfield(flags, &L->objspace.mode);
+	return mode == L->objspace.mode_marking ? RBP_GC_MARKING :
+	       mode == L->objspace.mode_sweeping ? RBP_GC_SWEEPING :
+	       mode == L->objspace.mode_compacting ? RBP_GC_COMPACTING : RBP_GC_RUNNING;
 }
 
 int rbp_vm_gc_phase(struct rbp_vm *vm, enum rbp_gc_phase *out)

@@ -47,7 +47,7 @@ const char *rbp_gc_label(enum rbp_gc_phase phase);
 /* ---- heap census ---------------------------------------------------- */
 
 #define RBP_HEAP_TYPES 32        /* T_xxx values are 5 bits (RUBY_T_MASK) */
-#define RBP_HEAP_MAX_POOLS 8     /* distinct slot sizes kept apart */
+#define RBP_HEAP_MAX_POOLS 16    /* distinct slot sizes kept apart (4.1: 12) */
 
 /* Objects of one class. */
 struct rbp_heap_class {

@@ -99,13 +99,13 @@ static int count_page(struct census *c, uint64_t page)
 
 	if (rv_read(c->vm, page, head, sizeof(head)))
 		return RBP_ECORRUPT;
-	uint64_t start = rv_u64(head, L->page_start);
-	uint16_t total, slot = L->slot_size_base;
-	memcpy(&total, head + L->page_total_slots, 2);
-	if (L->page_slot_size >= 0)
-		memcpy(&slot, head + L->page_slot_size, 2);
-	if (slot < L->slot_size_base || slot % 8 || (start & 7) ||
-	    (uint64_t)total * slot > L->heap_page_size)
+	uint64_t start = rv_u64(head, L->heap_page.start);
+	uint16_t total, slot = L->heap_page.slot_size_base;
+	memcpy(&total, head + L->heap_page.total_slots, 2);
+	if (L->shape.slot_size == RBP_SLOT_SIZE_PER_PAGE)
+		memcpy(&slot, head + L->heap_page.slot_size, 2);
+	if (slot < L->heap_page.slot_size_base || slot % 8 || (start & 7) ||
+	    (uint64_t)total * slot > L->heap_page.page_size)
 		return RBP_ECORRUPT;
 	size_t len = (size_t)total * slot;
 	if ((err = rbp_grow(&c->body, &c->body_cap, len + 1, 1)))
@@ -122,7 +122,7 @@ static int count_page(struct census *c, uint64_t page)
 			free_slots++;
 			continue;
 		}
-		unsigned t = (unsigned)(word & L->t_mask);
+		unsigned t = (unsigned)(word & L->value.t_mask);
 		c->h->by_type[t]++;
 		uint64_t klass;
 		memcpy(&klass, c->body + off + 8, 8);
@@ -150,17 +150,17 @@ static int page_array(struct rbp_vm *vm, uint64_t *pages, uint64_t *n)
 	uint64_t os, sorted;
 	int err;
 
-	if (L->os_pages_sorted < 0 || L->page_start < 0)
+	if (L->shape.heap_pages == RBP_HEAP_PAGES_NONE)
 		return RBP_ENOSYM;
 	if ((err = rbp_vm_objspace(vm, &os)) ||
-	    (err = rv_word(vm, os + (uint64_t)L->os_pages_sorted, &sorted)))
+	    (err = rv_word(vm, os + (uint64_t)L->objspace.pages_sorted, &sorted)))
 		return err;
-	if (L->darray_data >= 0) {
-		*pages = sorted + (uint64_t)L->darray_data;
-		err = sorted ? rv_word(vm, sorted + (uint64_t)L->darray_len, n) : RBP_ECORRUPT;
+	if (L->shape.heap_pages == RBP_HEAP_PAGES_DARRAY) {
+		*pages = sorted + (uint64_t)L->darray.data;
+		err = sorted ? rv_word(vm, sorted + (uint64_t)L->darray.len, n) : RBP_ECORRUPT;
 	} else {
 		*pages = sorted;
-		err = rv_word(vm, os + (uint64_t)L->os_pages_count, n);
+		err = rv_word(vm, os + (uint64_t)L->objspace.pages_count, n);
 	}
 	if (!err && (*n > MAX_PAGES || (*n && (!*pages || (*pages & 7)))))
 		err = RBP_ECORRUPT;

@@ -48,7 +48,8 @@ struct rbp_vm {
 	struct rbp_elf *elf;            /* the file Ruby lives in */
 	struct rbp_elf *debug_elf;      /* its split debug info, when installed */
 	const char *ruby_file;          /* that file as opened here (through the target's root) */
-	struct rbp_layout dwarf_layout; /* L points here when the layout came from DWARF */
+	struct rbp_layout layout;       /* L points here: read from DWARF, or a copy of
+					 * a table entry, with its shape set */
 	char layout_note[640];          /* info.layout_note */
 	uint8_t layout_from_table[256]; /* DWARF layout: fields taken from a table */
 	char version[32];

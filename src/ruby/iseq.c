@@ -20,11 +20,11 @@
 static size_t body_span(const struct rbp_layout *L)
 {
 	int16_t offs[] = {
-		L->body_type, L->body_iseq_size, L->body_iseq_encoded,
-		L->body_location_pathobj, L->body_location_base_label,
-		L->body_location_label, L->body_location_first_lineno,
-		L->body_insns_info_body, L->body_insns_info_positions,
-		L->body_insns_info_size, L->body_insns_info_succ,
+		L->iseq_body.type, L->iseq_body.iseq_size, L->iseq_body.iseq_encoded,
+		L->iseq_body.location_pathobj, L->iseq_body.location_base_label,
+		L->iseq_body.location_label, L->iseq_body.location_first_lineno,
+		L->iseq_body.insns_info_body, L->iseq_body.insns_info_positions,
+		L->iseq_body.insns_info_size, L->iseq_body.insns_info_succ,
 	};
 	int16_t max = 0;
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
@@ -40,11 +40,11 @@ static int iseq_path(struct rbp_vm *vm, uint64_t pathobj, const char **out)
 	uint64_t real, first;
 	int type = rv_type(vm, pathobj, NULL);
 
-	if (type == L->t_string)
+	if (type == L->value.t_string)
 		return rv_string_intern(vm, pathobj, out);
-	if (type != L->t_array)
+	if (type != L->value.t_array)
 		return RBP_ECORRUPT;
-	if (!rv_array_get(vm, pathobj, 1, &real) && rv_type(vm, real, NULL) == L->t_string)
+	if (!rv_array_get(vm, pathobj, 1, &real) && rv_type(vm, real, NULL) == L->value.t_string)
 		return rv_string_intern(vm, real, out);
 	if (rv_array_get(vm, pathobj, 0, &first))
 		return RBP_ECORRUPT;
@@ -62,29 +62,29 @@ static int iseq_load(struct rbp_vm *vm, uint64_t iseq, struct rv_iseq *out)
 
 	if (span > sizeof(body))
 		return RBP_EINVAL;
-	if (rv_type(vm, iseq, &flags) != L->t_imemo ||
-	    ((flags >> L->fl_ushift) & L->imemo_mask) != L->imemo_iseq)
+	if (rv_type(vm, iseq, &flags) != L->value.t_imemo ||
+	    ((flags >> L->value.fl_ushift) & L->imemo.mask) != L->imemo.iseq)
 		return RBP_ECORRUPT;
-	if ((err = rv_word(vm, iseq + L->iseq_body, &body_addr)) ||
+	if ((err = rv_word(vm, iseq + L->iseq.body, &body_addr)) ||
 	    (err = rv_read(vm, body_addr, body, span)))
 		return err;
 	memset(out, 0, sizeof(*out));
-	out->type = (uint8_t)rv_u32(body, L->body_type);
-	if (L->body_location_first_lineno_size == 4)
-		out->first_lineno = (int32_t)rv_u32(body, L->body_location_first_lineno);
+	out->type = (uint8_t)rv_u32(body, L->iseq_body.type);
+	if (L->shape.first_lineno == RBP_FIRST_LINENO_INT)
+		out->first_lineno = (int32_t)rv_u32(body, L->iseq_body.location_first_lineno);
 	else
-		out->first_lineno = (int32_t)((int64_t)rv_u64(body, L->body_location_first_lineno) >> 1);
-	out->iseq_encoded = rv_u64(body, L->body_iseq_encoded);
-	out->iseq_size = rv_u32(body, L->body_iseq_size);
-	out->insns_body = rv_u64(body, L->body_insns_info_body);
-	out->insns_positions = L->body_insns_info_positions >= 0 ?
-		rv_u64(body, L->body_insns_info_positions) : 0;
-	out->insns_succ = L->body_insns_info_succ >= 0 ?
-		rv_u64(body, L->body_insns_info_succ) : 0;
-	out->insns_size = rv_u32(body, L->body_insns_info_size);
-	if ((err = iseq_path(vm, rv_u64(body, L->body_location_pathobj), &out->path)) ||
-	    (err = rv_string_intern(vm, rv_u64(body, L->body_location_label), &out->label)) ||
-	    (err = rv_string_intern(vm, rv_u64(body, L->body_location_base_label),
+		out->first_lineno = (int32_t)((int64_t)rv_u64(body, L->iseq_body.location_first_lineno) >> 1);
+	out->iseq_encoded = rv_u64(body, L->iseq_body.iseq_encoded);
+	out->iseq_size = rv_u32(body, L->iseq_body.iseq_size);
+	out->insns_body = rv_u64(body, L->iseq_body.insns_info_body);
+	out->insns_positions = L->shape.insns_info != RBP_INSNS_INFO_PLAIN ?
+		rv_u64(body, L->iseq_body.insns_info_positions) : 0;
+	out->insns_succ = L->shape.insns_info == RBP_INSNS_INFO_SUCC ?
+		rv_u64(body, L->iseq_body.insns_info_succ) : 0;
+	out->insns_size = rv_u32(body, L->iseq_body.insns_info_size);
+	if ((err = iseq_path(vm, rv_u64(body, L->iseq_body.location_pathobj), &out->path)) ||
+	    (err = rv_string_intern(vm, rv_u64(body, L->iseq_body.location_label), &out->label)) ||
+	    (err = rv_string_intern(vm, rv_u64(body, L->iseq_body.location_base_label),
 				    &out->base_label)))
 		return err;
 	return RBP_OK;
@@ -155,7 +155,7 @@ static int line_of(struct rbp_vm *vm, const struct rv_iseq *info, uint64_t pc,
 	int err;
 
 	if (!pc) {
-		*line = info->type == L->iseq_type_top ? 0 : info->first_lineno;
+		*line = info->type == L->iseq_type.top ? 0 : info->first_lineno;
 		return RBP_OK;
 	}
 	if (pc < info->iseq_encoded || (pc - info->iseq_encoded) % 8 ||
@@ -176,8 +176,8 @@ static int line_of(struct rbp_vm *vm, const struct rv_iseq *info, uint64_t pc,
 		if (err)
 			return err;
 	}
-	if ((err = rv_read(vm, info->insns_body + (uint64_t)idx * L->insn_info_size +
-			   L->insn_info_line_no, &l, 4)))
+	if ((err = rv_read(vm, info->insns_body + (uint64_t)idx * L->insn_info.size +
+			   L->insn_info.line_no, &l, 4)))
 		return err;
 	*line = l;
 	return RBP_OK;

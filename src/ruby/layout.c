@@ -1,6 +1,8 @@
 /*
- * layout.c - pick the rbp_layout for a Ruby version string.
- * The tables themselves are generated (layouts.c, tools/layout/gen).
+ * layout.c - pick the rbp_layout for a Ruby version string, and decide the
+ * shape of its structures (struct rbp_layout_shape): the one file that tells
+ * versions apart by a version number or by a -1 offset.  The tables
+ * themselves are generated (tables/layouts.c, tools/layout/gen).
  */
 #include "ruby/layout.h"
 
@@ -104,6 +106,25 @@ const char *rbp_layout_closest(const char *version)
 	return best ? (best->last ? best->last : best->version) : NULL;
 }
 
+const struct rbp_layout *rbp_layout_other_minor(const char *version)
+{
+	const struct rbp_layout *best = NULL;
+	unsigned ma = 0, mi = 0;
+	int best_d = 0;
+
+	if (sscanf(version, "%u.%u", &ma, &mi) != 2)
+		return NULL;
+	int want = (uint8_t)ma * 100 + (uint8_t)mi;
+	for (const struct rbp_layout *l = rbp_layouts; l->version; l++) {
+		int d = abs((l->major * 100 + l->minor) - want);
+		if (d && (!best || d < best_d)) {
+			best = l;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
 const char *rbp_layout_supported(void)
 {
 	static char buf[512];
@@ -124,4 +145,110 @@ const char *rbp_layout_supported(void)
 		n += (size_t)w;
 	}
 	return buf;
+}
+
+/* 1 when L's version is major.minor or newer. */
+static int at_least(const struct rbp_layout *L, unsigned major, unsigned minor)
+{
+	return L->major > major || (L->major == major && L->minor >= minor);
+}
+
+static void set_thread_shape(struct rbp_layout *L)
+{
+	struct rbp_layout_shape *s = &L->shape;
+
+	s->threads = L->vm.main_ractor >= 0 ? RBP_THREADS_IN_RACTOR : RBP_THREADS_IN_VM;
+	if (s->threads == RBP_THREADS_IN_RACTOR)
+		s->gvl = L->ractor.gvl_owner >= 0 ? RBP_GVL_IN_RACTOR : RBP_GVL_NONE;
+	else
+		s->gvl = L->vm.gvl_owner >= 0 ? RBP_GVL_IN_VM : RBP_GVL_NONE;
+	s->thread_ec = L->thread.ec_embedded ? RBP_THREAD_EC_EMBEDDED : RBP_THREAD_EC_POINTER;
+	if (L->thread.tid >= 0)
+		s->thread_id = RBP_TID_IN_THREAD;
+	else if (L->thread.nt >= 0)
+		s->thread_id = RBP_TID_IN_NATIVE_THREAD;
+	else if (L->thread.id >= 0)
+		s->thread_id = RBP_TID_IN_PTHREAD;
+	else
+		s->thread_id = RBP_TID_NONE;
+}
+
+static void set_code_shape(struct rbp_layout *L)
+{
+	struct rbp_layout_shape *s = &L->shape;
+
+	s->first_lineno = L->iseq_body.location_first_lineno_size == 4 ?
+			  RBP_FIRST_LINENO_INT : RBP_FIRST_LINENO_FIXNUM;
+	if (L->iseq_body.insns_info_positions < 0)
+		s->insns_info = RBP_INSNS_INFO_PLAIN;
+	else if (L->iseq_body.insns_info_succ < 0)
+		s->insns_info = RBP_INSNS_INFO_POSITIONS;
+	else
+		s->insns_info = RBP_INSNS_INFO_SUCC;
+	/* 3.4 gives a rescue/ensure frame's line to the frame it ran for */
+	s->rescue_line = at_least(L, 3, 4) ? RBP_RESCUE_LINE_CARRIED : RBP_RESCUE_LINE_OWN;
+	s->cfunc = L->method_def.body_iseq_ptr >= 0 ? RBP_CFUNC_IN_DEF_BODY : RBP_CFUNC_UNKNOWN;
+	/* 3.3 moved rb_wb_protected_newobj_of's klass after a new ec argument */
+	s->newobj = at_least(L, 3, 3) ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS;
+	/* 3.0-3.3: rb_class_allocate_instance is in gc.c, not exported */
+	s->allocator = L->major == 3 && L->minor <= 3 ? RBP_ALLOCATOR_IN_GC : RBP_ALLOCATOR_NEWOBJ;
+}
+
+static void set_object_shape(struct rbp_layout *L)
+{
+	struct rbp_layout_shape *s = &L->shape;
+
+	if (L->rstring.len >= 0)
+		s->str_len = RBP_STR_LEN_TOP;
+	else if (L->rstring.embed_len_mask)
+		s->str_len = RBP_STR_LEN_IN_FLAGS;
+	else
+		s->str_len = RBP_STR_LEN_EMBED_FIELD;
+	/* 4.1: the symbol table's chunks wrap darrays of sym_id_entry */
+	s->id_table = L->id.chunk_data >= 0 ? RBP_ID_TABLE_DARRAYS : RBP_ID_TABLE_ARRAYS;
+	if (L->rclass.ext_ptr >= 0)
+		s->classext = RBP_CLASSEXT_POINTER;
+	else if (L->rclass.ext_inline >= 0)
+		s->classext = RBP_CLASSEXT_INLINE;
+	else
+		s->classext = RBP_CLASSEXT_NONE;
+	/* 3.2's tables carry the rb_shape numbers; nothing else has them */
+	if (L->rb_shape.size >= 8 && L->vm.shape_list >= 0 && L->classext.iv_ptr >= 0)
+		s->class_ivars = RBP_CLASS_IVARS_SHAPES;
+	else if (L->classext.iv_tbl >= 0)
+		s->class_ivars = RBP_CLASS_IVARS_IV_TBL;
+	else
+		s->class_ivars = RBP_CLASS_IVARS_NONE;
+	s->class_path = L->classext.classpath >= 0 ? RBP_CLASS_FIELD_CLASSEXT : RBP_CLASS_FIELD_IVAR;
+	s->attached = L->classext.attached >= 0 ? RBP_CLASS_FIELD_CLASSEXT : RBP_CLASS_FIELD_IVAR;
+}
+
+static void set_gc_shape(struct rbp_layout *L)
+{
+	struct rbp_layout_shape *s = &L->shape;
+
+	s->objspace = L->vm.objspace >= 0 ? RBP_OBJSPACE_IN_VM : RBP_OBJSPACE_NONE;
+	s->gc_flags = L->objspace.mode.off >= 0 && L->objspace.during_gc.off >= 0 ?
+		      RBP_GC_FLAGS_IN_OBJSPACE : RBP_GC_FLAGS_NONE;
+	if (L->objspace.pages_sorted < 0 || L->heap_page.start < 0)
+		s->heap_pages = RBP_HEAP_PAGES_NONE;
+	else if (L->darray.data >= 0)
+		s->heap_pages = RBP_HEAP_PAGES_DARRAY;
+	else
+		s->heap_pages = RBP_HEAP_PAGES_ARRAY;
+	s->slot_size = L->heap_page.slot_size >= 0 ? RBP_SLOT_SIZE_PER_PAGE : RBP_SLOT_SIZE_FIXED;
+}
+
+void rbp_layout_set_shape(struct rbp_layout *L)
+{
+	set_thread_shape(L);
+	set_code_shape(L);
+	set_object_shape(L);
+	set_gc_shape(L);
+}
+
+void rbp_layout_use(struct rbp_layout *out, const struct rbp_layout *entry)
+{
+	*out = *entry;
+	rbp_layout_set_shape(out);
 }

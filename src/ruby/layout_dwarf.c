@@ -29,13 +29,14 @@ static const char *const want_types[] = {
 	"struct RClass_and_rb_classext_t",  /* 3.3+, class.c */
 	"rb_symbols_t", "struct symbols",   /* 2.7+ / before, symbol.c */
 	"rb_darray_meta_t", "RVALUE",       /* 3.4+ / before, gc.c */
+	"struct sym_id_entry", "struct RTypedData", "struct RBasic", /* 4.1+ */
 };
 
 /* Every constant; several exist only in some versions (absent is an answer). */
 static const char *const want_consts[] = {
 	"RUBY_Qnil", "RUBY_Qtrue", "RUBY_Qfalse", "RUBY_Qundef", "RUBY_T_MASK",
 	"RUBY_T_STRING", "RUBY_T_ARRAY", "RUBY_T_CLASS", "RUBY_T_MODULE", "RUBY_T_ICLASS",
-	"RUBY_T_IMEMO", "RUBY_T_OBJECT", "RUBY_FL_USHIFT", "RUBY_FL_USER0", "RUBY_FL_SINGLETON",
+	"RUBY_T_IMEMO", "RUBY_T_OBJECT", "RUBY_T_DATA", "RUBY_FL_USHIFT", "RUBY_FL_USER0", "RUBY_FL_SINGLETON",
 	"RUBY_IMEMO_MASK", "imemo_ment", "imemo_iseq", "imemo_cref",
 	"THREAD_RUNNABLE", "THREAD_STOPPED", "THREAD_STOPPED_FOREVER", "THREAD_KILLED",
 	"VM_ENV_DATA_INDEX_ME_CREF", "VM_ENV_DATA_INDEX_SPECVAL", "VM_ENV_DATA_INDEX_FLAGS",
@@ -162,117 +163,120 @@ static void fill_objects(struct ctx *c)
 {
 	int64_t v;
 
-	CONST(qnil, "RUBY_Qnil");
-	CONST(qtrue, "RUBY_Qtrue");
-	CONST(qfalse, "RUBY_Qfalse");
-	CONST(qundef, "RUBY_Qundef");
-	CONST(t_mask, "RUBY_T_MASK");
-	CONST(t_string, "RUBY_T_STRING");
-	CONST(t_array, "RUBY_T_ARRAY");
-	CONST(t_class, "RUBY_T_CLASS");
-	CONST(t_module, "RUBY_T_MODULE");
-	CONST(t_iclass, "RUBY_T_ICLASS");
-	CONST(t_imemo, "RUBY_T_IMEMO");
-	CONST(t_object, "RUBY_T_OBJECT");
+	CONST(value.qnil, "RUBY_Qnil");
+	CONST(value.qtrue, "RUBY_Qtrue");
+	CONST(value.qfalse, "RUBY_Qfalse");
+	CONST(value.qundef, "RUBY_Qundef");
+	CONST(value.t_mask, "RUBY_T_MASK");
+	CONST(value.t_string, "RUBY_T_STRING");
+	CONST(value.t_array, "RUBY_T_ARRAY");
+	CONST(value.t_class, "RUBY_T_CLASS");
+	CONST(value.t_module, "RUBY_T_MODULE");
+	CONST(value.t_iclass, "RUBY_T_ICLASS");
+	CONST(value.t_imemo, "RUBY_T_IMEMO");
+	CONST(value.t_object, "RUBY_T_OBJECT");
+	CONST(value.t_data, "RUBY_T_DATA");
 	if (!rbp_dwarf_const(c->d, "RUBY_FL_USHIFT", &v)) {
-		SET(fl_ushift, v);
+		SET(value.fl_ushift, v);
 	} else if (!rbp_dwarf_const(c->d, "RUBY_FL_USER0", &v) && v > 0) {
 		/* 2.x: FL_USHIFT is a macro, FL_USER0 = 1 << FL_USHIFT an enumerator */
 		int s = 0;
 		while (s < 63 && !((v >> s) & 1))
 			s++;
-		SET(fl_ushift, s);
+		SET(value.fl_ushift, s);
 	}
-	CONST(fl_singleton, "RUBY_FL_SINGLETON");
-	CONST(imemo_mask, "RUBY_IMEMO_MASK");
-	CONST(imemo_ment, "imemo_ment");
-	CONST(imemo_iseq, "imemo_iseq");
-	CONST(imemo_cref, "imemo_cref");
+	CONST(value.fl_singleton, "RUBY_FL_SINGLETON");
+	CONST(imemo.mask, "RUBY_IMEMO_MASK");
+	CONST(imemo.ment, "imemo_ment");
+	CONST(imemo.iseq, "imemo_iseq");
+	CONST(imemo.cref, "imemo_cref");
 }
 
 static void fill_threads(struct ctx *c)
 {
 	/* 3.0+: the VM keeps its threads in ractors */
 	if (has(c, "rb_vm_t", "ractor.main_ractor")) {
-		SET(vm_main_ractor, off(c, "rb_vm_t", "ractor.main_ractor"));
-		SET(vm_main_thread, off(c, "rb_vm_t", "ractor.main_thread"));
-		SET(vm_living_threads, -1);
-		SET(vm_thread_count, -1);
-		SET(vm_gvl_owner, -1);
-		SET(ractor_threads_set, off(c, "rb_ractor_t", "threads.set"));
-		SET(ractor_threads_cnt, off(c, "rb_ractor_t", "threads.cnt"));
+		SET(vm.main_ractor, off(c, "rb_vm_t", "ractor.main_ractor"));
+		SET(vm.main_thread, off(c, "rb_vm_t", "ractor.main_thread"));
+		SET(vm.living_threads, -1);
+		SET(vm.thread_count, -1);
+		SET(vm.gvl_owner, -1);
+		SET(ractor.threads_set, off(c, "rb_ractor_t", "threads.set"));
+		SET(ractor.threads_cnt, off(c, "rb_ractor_t", "threads.cnt"));
 		/* 3.2+ threads.sched.running, 3.0-3.1 threads.gvl.owner */
 		if (has(c, "rb_ractor_t", "threads.sched.running"))
-			SET(ractor_gvl_owner, off(c, "rb_ractor_t", "threads.sched.running"));
+			SET(ractor.gvl_owner, off(c, "rb_ractor_t", "threads.sched.running"));
 		else
-			SET(ractor_gvl_owner, off(c, "rb_ractor_t", "threads.gvl.owner"));
-		SET(ractor_running_ec, off(c, "rb_ractor_t", "threads.running_ec"));
-		SET(thread_lt_node, off(c, "rb_thread_t", "lt_node"));
+			SET(ractor.gvl_owner, off(c, "rb_ractor_t", "threads.gvl.owner"));
+		SET(ractor.running_ec, off(c, "rb_ractor_t", "threads.running_ec"));
+		SET(thread.lt_node, off(c, "rb_thread_t", "lt_node"));
 	} else {
-		SET(vm_main_ractor, -1);
-		SET(vm_main_thread, off(c, "rb_vm_t", "main_thread"));
-		SET(vm_living_threads, off(c, "rb_vm_t", "living_threads"));
-		SET(vm_thread_count, off(c, "rb_vm_t", "living_thread_num"));
-		SET(vm_gvl_owner, off_opt(c, "rb_vm_t", "gvl.owner")); /* 2.5: none */
-		SET(ractor_threads_set, -1);
-		SET(ractor_threads_cnt, -1);
-		SET(ractor_gvl_owner, -1);
-		SET(ractor_running_ec, -1);
-		SET(thread_lt_node, off(c, "rb_thread_t", "vmlt_node"));
+		SET(vm.main_ractor, -1);
+		SET(vm.main_thread, off(c, "rb_vm_t", "main_thread"));
+		SET(vm.living_threads, off(c, "rb_vm_t", "living_threads"));
+		SET(vm.thread_count, off(c, "rb_vm_t", "living_thread_num"));
+		SET(vm.gvl_owner, off_opt(c, "rb_vm_t", "gvl.owner")); /* 2.5: none */
+		SET(ractor.threads_set, -1);
+		SET(ractor.threads_cnt, -1);
+		SET(ractor.gvl_owner, -1);
+		SET(ractor.running_ec, -1);
+		SET(thread.lt_node, off(c, "rb_thread_t", "vmlt_node"));
 	}
-	SET(thread_vm, off(c, "rb_thread_t", "vm"));
-	SET(thread_ec, off(c, "rb_thread_t", "ec"));
+	SET(thread.vm, off(c, "rb_thread_t", "vm"));
+	SET(thread.ec, off(c, "rb_thread_t", "ec"));
 	struct rbp_dwarf_member ec;
 	/* 2.5 embeds the ec in the thread; 2.6+ points at it */
-	SET(thread_ec_embedded, !rbp_dwarf_member(c->d, "rb_thread_t", "ec", &ec) &&
+	SET(thread.ec_embedded, !rbp_dwarf_member(c->d, "rb_thread_t", "ec", &ec) &&
 				!ec.is_pointer);
-	SET(thread_self, off(c, "rb_thread_t", "self"));
-	SET(thread_name, off(c, "rb_thread_t", "name"));
+	SET(thread.self, off(c, "rb_thread_t", "self"));
+	SET(thread.name, off(c, "rb_thread_t", "name"));
 	if (has(c, "rb_thread_t", "nt")) {   /* 3.2+: native thread data */
-		SET(thread_id, -1);
-		SET(thread_tid, -1);
-		SET(thread_nt, off(c, "rb_thread_t", "nt"));
-		SET(nt_tid, off(c, "struct rb_native_thread", "tid"));
+		SET(thread.id, -1);
+		SET(thread.tid, -1);
+		SET(thread.nt, off(c, "rb_thread_t", "nt"));
+		SET(native_thread.tid, off(c, "struct rb_native_thread", "tid"));
 	} else {
-		SET(thread_id, off(c, "rb_thread_t", "thread_id"));
-		SET(thread_tid, off_opt(c, "rb_thread_t", "tid"));  /* 3.1 */
-		SET(thread_nt, -1);
-		SET(nt_tid, -1);
+		SET(thread.id, off(c, "rb_thread_t", "thread_id"));
+		SET(thread.tid, off_opt(c, "rb_thread_t", "tid"));  /* 3.1 */
+		SET(thread.nt, -1);
+		SET(native_thread.tid, -1);
 	}
-	SET(thread_status, bits(c, "rb_thread_t", "status"));
-	CONST(thread_status_runnable, "THREAD_RUNNABLE");
-	CONST(thread_status_stopped, "THREAD_STOPPED");
-	CONST(thread_status_stopped_forever, "THREAD_STOPPED_FOREVER");
-	CONST(thread_status_killed, "THREAD_KILLED");
+	SET(thread.status, bits(c, "rb_thread_t", "status"));
+	CONST(thread.status_runnable, "THREAD_RUNNABLE");
+	CONST(thread.status_stopped, "THREAD_STOPPED");
+	CONST(thread.status_stopped_forever, "THREAD_STOPPED_FOREVER");
+	CONST(thread.status_killed, "THREAD_KILLED");
 
-	SET(ec_vm_stack, off(c, "rb_execution_context_t", "vm_stack"));
-	SET(ec_vm_stack_size, off(c, "rb_execution_context_t", "vm_stack_size"));
-	SET(ec_cfp, off(c, "rb_execution_context_t", "cfp"));
-	SET(ec_thread_ptr, off(c, "rb_execution_context_t", "thread_ptr"));
+	SET(ec.vm_stack, off(c, "rb_execution_context_t", "vm_stack"));
+	SET(ec.vm_stack_size, off(c, "rb_execution_context_t", "vm_stack_size"));
+	SET(ec.cfp, off(c, "rb_execution_context_t", "cfp"));
+	SET(ec.thread_ptr, off(c, "rb_execution_context_t", "thread_ptr"));
 }
 
 static void fill_frames(struct ctx *c)
 {
-	SET(cfp_size, size_of(c, "rb_control_frame_t"));
-	SET(cfp_pc, off(c, "rb_control_frame_t", "pc"));
-	SET(cfp_sp, off(c, "rb_control_frame_t", "sp"));
-	SET(cfp_iseq, off(c, "rb_control_frame_t", "iseq"));
-	SET(cfp_self, off(c, "rb_control_frame_t", "self"));
-	SET(cfp_ep, off(c, "rb_control_frame_t", "ep"));
-	CONST(env_me_cref, "VM_ENV_DATA_INDEX_ME_CREF");
-	CONST(env_specval, "VM_ENV_DATA_INDEX_SPECVAL");
-	CONST(env_flags, "VM_ENV_DATA_INDEX_FLAGS");
-	CONST(env_flag_local, "VM_ENV_FLAG_LOCAL");
-	CONST(frame_magic_mask, "VM_FRAME_MAGIC_MASK");
-	CONST(frame_magic_cfunc, "VM_FRAME_MAGIC_CFUNC");
-	CONST(frame_magic_method, "VM_FRAME_MAGIC_METHOD");
-	CONST(frame_magic_block, "VM_FRAME_MAGIC_BLOCK");
-	CONST(frame_magic_class, "VM_FRAME_MAGIC_CLASS");
-	CONST(frame_magic_top, "VM_FRAME_MAGIC_TOP");
-	CONST(frame_magic_eval, "VM_FRAME_MAGIC_EVAL");
-	CONST(frame_magic_rescue, "VM_FRAME_MAGIC_RESCUE");
-	CONST(frame_magic_dummy, "VM_FRAME_MAGIC_DUMMY");
-	CONST(frame_magic_ifunc, "VM_FRAME_MAGIC_IFUNC");
+	SET(cfp.size, size_of(c, "rb_control_frame_t"));
+	SET(cfp.pc, off(c, "rb_control_frame_t", "pc"));
+	SET(cfp.sp, off(c, "rb_control_frame_t", "sp"));
+	/* 4.1 renamed it _iseq (read through CFP_ISEQ()), same place */
+	SET(cfp.iseq, off(c, "rb_control_frame_t",
+			  has(c, "rb_control_frame_t", "_iseq") ? "_iseq" : "iseq"));
+	SET(cfp.self, off(c, "rb_control_frame_t", "self"));
+	SET(cfp.ep, off(c, "rb_control_frame_t", "ep"));
+	CONST(env.me_cref, "VM_ENV_DATA_INDEX_ME_CREF");
+	CONST(env.specval, "VM_ENV_DATA_INDEX_SPECVAL");
+	CONST(env.flags, "VM_ENV_DATA_INDEX_FLAGS");
+	CONST(env.flag_local, "VM_ENV_FLAG_LOCAL");
+	CONST(frame_magic.mask, "VM_FRAME_MAGIC_MASK");
+	CONST(frame_magic.cfunc, "VM_FRAME_MAGIC_CFUNC");
+	CONST(frame_magic.method, "VM_FRAME_MAGIC_METHOD");
+	CONST(frame_magic.block, "VM_FRAME_MAGIC_BLOCK");
+	CONST(frame_magic.class, "VM_FRAME_MAGIC_CLASS");
+	CONST(frame_magic.top, "VM_FRAME_MAGIC_TOP");
+	CONST(frame_magic.eval, "VM_FRAME_MAGIC_EVAL");
+	CONST(frame_magic.rescue, "VM_FRAME_MAGIC_RESCUE");
+	CONST(frame_magic.dummy, "VM_FRAME_MAGIC_DUMMY");
+	CONST(frame_magic.ifunc, "VM_FRAME_MAGIC_IFUNC");
 }
 
 static void fill_iseqs(struct ctx *c)
@@ -280,91 +284,91 @@ static void fill_iseqs(struct ctx *c)
 	static const char B[] = "struct rb_iseq_constant_body";
 	struct rbp_dwarf_member m;
 
-	SET(iseq_body, off(c, "rb_iseq_t", "body"));
-	SET(body_type, off(c, B, "type"));
-	SET(body_iseq_size, off(c, B, "iseq_size"));
-	SET(body_iseq_encoded, off(c, B, "iseq_encoded"));
-	SET(body_location_pathobj, off(c, B, "location.pathobj"));
-	SET(body_location_base_label, off(c, B, "location.base_label"));
-	SET(body_location_label, off(c, B, "location.label"));
-	SET(body_location_first_lineno, off(c, B, "location.first_lineno"));
+	SET(iseq.body, off(c, "rb_iseq_t", "body"));
+	SET(iseq_body.type, off(c, B, "type"));
+	SET(iseq_body.iseq_size, off(c, B, "iseq_size"));
+	SET(iseq_body.iseq_encoded, off(c, B, "iseq_encoded"));
+	SET(iseq_body.location_pathobj, off(c, B, "location.pathobj"));
+	SET(iseq_body.location_base_label, off(c, B, "location.base_label"));
+	SET(iseq_body.location_label, off(c, B, "location.label"));
+	SET(iseq_body.location_first_lineno, off(c, B, "location.first_lineno"));
 	if (rbp_dwarf_member(c->d, B, "location.first_lineno", &m))
 		fail(c, B, "location.first_lineno");
 	else
-		SET(body_location_first_lineno_size, m.size);
+		SET(iseq_body.location_first_lineno_size, m.size);
 	if (has(c, B, "insns_info.body")) {   /* 2.6+ */
-		SET(body_insns_info_body, off(c, B, "insns_info.body"));
-		SET(body_insns_info_positions, off(c, B, "insns_info.positions"));
-		SET(body_insns_info_size, off(c, B, "insns_info.size"));
+		SET(iseq_body.insns_info_body, off(c, B, "insns_info.body"));
+		SET(iseq_body.insns_info_positions, off(c, B, "insns_info.positions"));
+		SET(iseq_body.insns_info_size, off(c, B, "insns_info.size"));
 		/* VM_INSN_INFO_TABLE_IMPL == 2 */
-		SET(body_insns_info_succ, off_opt(c, B, "insns_info.succ_index_table"));
+		SET(iseq_body.insns_info_succ, off_opt(c, B, "insns_info.succ_index_table"));
 	} else {   /* 2.5: a plain array */
-		SET(body_insns_info_body, off(c, B, "insns_info"));
-		SET(body_insns_info_positions, -1);
-		SET(body_insns_info_size, off(c, B, "insns_info_size"));
-		SET(body_insns_info_succ, -1);
+		SET(iseq_body.insns_info_body, off(c, B, "insns_info"));
+		SET(iseq_body.insns_info_positions, -1);
+		SET(iseq_body.insns_info_size, off(c, B, "insns_info_size"));
+		SET(iseq_body.insns_info_succ, -1);
 	}
-	SET(body_local_iseq, off(c, B, "local_iseq"));
-	SET(body_parent_iseq, off(c, B, "parent_iseq"));
-	SET(insn_info_size, size_of(c, "struct iseq_insn_info_entry"));
-	SET(insn_info_line_no, off(c, "struct iseq_insn_info_entry", "line_no"));
-	CONST(iseq_type_top, "ISEQ_TYPE_TOP");
-	CONST(iseq_type_method, "ISEQ_TYPE_METHOD");
-	CONST(iseq_type_block, "ISEQ_TYPE_BLOCK");
-	CONST(iseq_type_class, "ISEQ_TYPE_CLASS");
-	CONST(iseq_type_rescue, "ISEQ_TYPE_RESCUE");
-	CONST(iseq_type_ensure, "ISEQ_TYPE_ENSURE");
-	CONST(iseq_type_eval, "ISEQ_TYPE_EVAL");
-	CONST(iseq_type_main, "ISEQ_TYPE_MAIN");
-	CONST_OR(iseq_type_plain, "ISEQ_TYPE_PLAIN", 255);   /* 2.5 has none */
+	SET(iseq_body.local_iseq, off(c, B, "local_iseq"));
+	SET(iseq_body.parent_iseq, off(c, B, "parent_iseq"));
+	SET(insn_info.size, size_of(c, "struct iseq_insn_info_entry"));
+	SET(insn_info.line_no, off(c, "struct iseq_insn_info_entry", "line_no"));
+	CONST(iseq_type.top, "ISEQ_TYPE_TOP");
+	CONST(iseq_type.method, "ISEQ_TYPE_METHOD");
+	CONST(iseq_type.block, "ISEQ_TYPE_BLOCK");
+	CONST(iseq_type.class, "ISEQ_TYPE_CLASS");
+	CONST(iseq_type.rescue, "ISEQ_TYPE_RESCUE");
+	CONST(iseq_type.ensure, "ISEQ_TYPE_ENSURE");
+	CONST(iseq_type.eval, "ISEQ_TYPE_EVAL");
+	CONST(iseq_type.main, "ISEQ_TYPE_MAIN");
+	CONST_OR(iseq_type.plain, "ISEQ_TYPE_PLAIN", 255);   /* 2.5 has none */
 
-	SET(me_flags, off(c, "rb_method_entry_t", "flags"));
-	SET(me_defined_class, off(c, "rb_method_entry_t", "defined_class"));
-	SET(me_def, off(c, "rb_method_entry_t", "def"));
-	SET(me_called_id, off(c, "rb_method_entry_t", "called_id"));
-	SET(me_owner, off(c, "rb_method_entry_t", "owner"));
-	SET(def_type, bits(c, "rb_method_definition_t", "type"));
-	SET(def_original_id, off(c, "rb_method_definition_t", "original_id"));
-	SET(def_body_iseq_ptr, off(c, "rb_method_definition_t", "body.iseq.iseqptr"));
-	CONST(method_type_iseq, "VM_METHOD_TYPE_ISEQ");
-	CONST(method_type_cfunc, "VM_METHOD_TYPE_CFUNC");
-	CONST(method_type_bmethod, "VM_METHOD_TYPE_BMETHOD");
+	SET(me.flags, off(c, "rb_method_entry_t", "flags"));
+	SET(me.defined_class, off(c, "rb_method_entry_t", "defined_class"));
+	SET(me.def, off(c, "rb_method_entry_t", "def"));
+	SET(me.called_id, off(c, "rb_method_entry_t", "called_id"));
+	SET(me.owner, off(c, "rb_method_entry_t", "owner"));
+	SET(method_def.type, bits(c, "rb_method_definition_t", "type"));
+	SET(method_def.original_id, off(c, "rb_method_definition_t", "original_id"));
+	SET(method_def.body_iseq_ptr, off(c, "rb_method_definition_t", "body.iseq.iseqptr"));
+	CONST(method_type.iseq, "VM_METHOD_TYPE_ISEQ");
+	CONST(method_type.cfunc, "VM_METHOD_TYPE_CFUNC");
+	CONST(method_type.bmethod, "VM_METHOD_TYPE_BMETHOD");
 }
 
 static void fill_strings(struct ctx *c)
 {
 	static const char S[] = "struct RString", A[] = "struct RArray";
 
-	CONST(str_noembed, "RSTRING_NOEMBED");
+	CONST(rstring.noembed, "RSTRING_NOEMBED");
 	if (has(c, S, "len") || has(c, S, "as.embed.len")) {
 		/* 3.2+: the embedded length is a field, not in the flags */
-		SET(str_embed_len_mask, 0);
-		SET(str_embed_len_shift, 0);
+		SET(rstring.embed_len_mask, 0);
+		SET(rstring.embed_len_shift, 0);
 	} else {
-		CONST(str_embed_len_mask, "RSTRING_EMBED_LEN_MASK");
-		CONST(str_embed_len_shift, "RSTRING_EMBED_LEN_SHIFT");
+		CONST(rstring.embed_len_mask, "RSTRING_EMBED_LEN_MASK");
+		CONST(rstring.embed_len_shift, "RSTRING_EMBED_LEN_SHIFT");
 	}
 	if (has(c, S, "len")) {   /* 3.3+ */
-		SET(str_len, off(c, S, "len"));
-		SET(str_embed_len, -1);
-		SET(str_embed_ary, off(c, S, "as.embed.ary"));
-		SET(str_heap_len, -1);
+		SET(rstring.len, off(c, S, "len"));
+		SET(rstring.embed_len, -1);
+		SET(rstring.embed_ary, off(c, S, "as.embed.ary"));
+		SET(rstring.heap_len, -1);
 	} else {
-		SET(str_len, -1);
-		SET(str_embed_len, off_opt(c, S, "as.embed.len"));   /* 3.2 */
+		SET(rstring.len, -1);
+		SET(rstring.embed_len, off_opt(c, S, "as.embed.len"));   /* 3.2 */
 		/* 3.1+ as.embed.ary; before, as.ary */
-		SET(str_embed_ary, has(c, S, "as.embed.ary") ? off(c, S, "as.embed.ary") :
+		SET(rstring.embed_ary, has(c, S, "as.embed.ary") ? off(c, S, "as.embed.ary") :
 			off(c, S, "as.ary"));
-		SET(str_heap_len, off(c, S, "as.heap.len"));
+		SET(rstring.heap_len, off(c, S, "as.heap.len"));
 	}
-	SET(str_heap_ptr, off(c, S, "as.heap.ptr"));
+	SET(rstring.heap_ptr, off(c, S, "as.heap.ptr"));
 
-	CONST(ary_embed_flag, "RARRAY_EMBED_FLAG");
-	CONST(ary_embed_len_mask, "RARRAY_EMBED_LEN_MASK");
-	CONST(ary_embed_len_shift, "RARRAY_EMBED_LEN_SHIFT");
-	SET(ary_embed_ary, off(c, A, "as.ary"));
-	SET(ary_heap_len, off(c, A, "as.heap.len"));
-	SET(ary_heap_ptr, off(c, A, "as.heap.ptr"));
+	CONST(rarray.embed_flag, "RARRAY_EMBED_FLAG");
+	CONST(rarray.embed_len_mask, "RARRAY_EMBED_LEN_MASK");
+	CONST(rarray.embed_len_shift, "RARRAY_EMBED_LEN_SHIFT");
+	SET(rarray.embed_ary, off(c, A, "as.ary"));
+	SET(rarray.heap_len, off(c, A, "as.heap.len"));
+	SET(rarray.heap_ptr, off(c, A, "as.heap.ptr"));
 }
 
 static void fill_classes(struct ctx *c)
@@ -373,53 +377,64 @@ static void fill_classes(struct ctx *c)
 	uint64_t size;
 
 	if (has(c, "struct RClass_and_rb_classext_t", "classext")) {   /* 3.3+ */
-		SET(class_ext_ptr, -1);
-		SET(class_ext_inline, off(c, "struct RClass_and_rb_classext_t", "classext"));
+		SET(rclass.ext_ptr, -1);
+		SET(rclass.ext_inline, off(c, "struct RClass_and_rb_classext_t", "classext"));
 	} else if (has(c, "struct RClass", "ptr")) {
-		SET(class_ext_ptr, off(c, "struct RClass", "ptr"));
-		SET(class_ext_inline, -1);
+		SET(rclass.ext_ptr, off(c, "struct RClass", "ptr"));
+		SET(rclass.ext_inline, -1);
 	} else if (!rbp_dwarf_sizeof(c->d, "struct RClass", &size)) {
 		/* 3.1 with variable-width allocation, 3.2 with several size pools */
-		SET(class_ext_ptr, -1);
-		SET(class_ext_inline, size);
+		SET(rclass.ext_ptr, -1);
+		SET(rclass.ext_inline, size);
 	} else {
 		fail(c, "struct RClass", NULL);
 	}
-	SET(classext_iv_tbl, off_opt(c, X, "iv_tbl"));      /* before 3.2 */
-	SET(class_iv_ptr, off_opt(c, X, "iv_ptr"));         /* 3.2-3.4 */
-	SET(classext_classpath, off_opt(c, X, "classpath"));   /* 3.3+ */
-	SET(classext_attached, off_opt(c, X, "as.singleton_class.attached_object"));
-	if (c->out->classext_attached >= 0)
-		SET(id_attached, 0);   /* no __attached__ ivar */
+	SET(classext.iv_tbl, off_opt(c, X, "iv_tbl"));      /* before 3.2 */
+	SET(classext.iv_ptr, off_opt(c, X, "iv_ptr"));         /* 3.2-3.4 */
+	SET(classext.classpath, off_opt(c, X, "classpath"));   /* 3.3+ */
+	SET(classext.attached, off_opt(c, X, "as.singleton_class.attached_object"));
+	if (has(c, X, "as.singleton_class.attached_object"))
+		SET(classext.id_attached, 0);   /* no __attached__ ivar */
 	else
-		CONST(id_attached, "id__attached__");
+		CONST(classext.id_attached, "id__attached__");
 
-	SET(st_num_entries, off(c, "st_table", "num_entries"));
-	SET(st_entries_start, off(c, "st_table", "entries_start"));
-	SET(st_entries_bound, off(c, "st_table", "entries_bound"));
-	SET(st_entries, off(c, "st_table", "entries"));
-	SET(st_entry_size, size_of(c, "struct st_table_entry"));
-	SET(st_entry_key, off(c, "struct st_table_entry", "key"));
-	SET(st_entry_record, off(c, "struct st_table_entry", "record"));
+	SET(st.num_entries, off(c, "st_table", "num_entries"));
+	SET(st.entries_start, off(c, "st_table", "entries_start"));
+	SET(st.entries_bound, off(c, "st_table", "entries_bound"));
+	SET(st.entries, off(c, "st_table", "entries"));
+	SET(st_entry.size, size_of(c, "struct st_table_entry"));
+	SET(st_entry.key, off(c, "struct st_table_entry", "key"));
+	SET(st_entry.record, off(c, "struct st_table_entry", "record"));
 }
 
 static void fill_symbols(struct ctx *c)
 {
 	if (has(c, "rb_symbols_t", "next_id")) {   /* 4.0: next_id = last_id + 1 */
-		SET(symbols_last_id, off(c, "rb_symbols_t", "next_id"));
-		SET(symbols_ids, off(c, "rb_symbols_t", "ids"));
+		SET(symbols.last_id, off(c, "rb_symbols_t", "next_id"));
+		SET(symbols.ids, off(c, "rb_symbols_t", "ids"));
 	} else if (has(c, "rb_symbols_t", "last_id")) {   /* 2.7+ */
-		SET(symbols_last_id, off(c, "rb_symbols_t", "last_id"));
-		SET(symbols_ids, off(c, "rb_symbols_t", "ids"));
+		SET(symbols.last_id, off(c, "rb_symbols_t", "last_id"));
+		SET(symbols.ids, off(c, "rb_symbols_t", "ids"));
 	} else {
-		SET(symbols_last_id, off(c, "struct symbols", "last_id"));
-		SET(symbols_ids, off(c, "struct symbols", "ids"));
+		SET(symbols.last_id, off(c, "struct symbols", "last_id"));
+		SET(symbols.ids, off(c, "struct symbols", "ids"));
 	}
-	CONST(id_scope_shift, "RUBY_ID_SCOPE_SHIFT");
-	CONST(last_op_id, "tLAST_OP_ID");
-	CONST(id_entry_unit, "ID_ENTRY_UNIT");
-	CONST(id_entry_size, "ID_ENTRY_SIZE");
-	CONST(id_entry_str, "ID_ENTRY_STR");
+	CONST(id.scope_shift, "RUBY_ID_SCOPE_SHIFT");
+	CONST(id.last_op_id, "tLAST_OP_ID");
+	CONST(id.entry_unit, "ID_ENTRY_UNIT");
+	if (has(c, "struct sym_id_entry", "str")) {
+		/* 4.1+: each chunk of ids is a T_DATA whose data is an
+		 * rb_darray(struct sym_id_entry): a meta header, then entries */
+		SET(id.entry_size, size_of(c, "struct sym_id_entry") / 8);
+		SET(id.entry_str, off(c, "struct sym_id_entry", "str") / 8);
+		SET(id.chunk_data, off(c, "struct RTypedData", "data"));
+		SET(id.chunk_first, size_of(c, "rb_darray_meta_t"));
+	} else {
+		CONST(id.entry_size, "ID_ENTRY_SIZE");
+		CONST(id.entry_str, "ID_ENTRY_STR");
+		SET(id.chunk_data, -1);
+		SET(id.chunk_first, 0);
+	}
 }
 
 static void fill_gc(struct ctx *c)
@@ -429,39 +444,45 @@ static void fill_gc(struct ctx *c)
 	uint64_t size;
 
 	/* 3.4+ gc.objspace, before objspace */
-	SET(vm_objspace, has(c, "rb_vm_t", "gc.objspace") ? off(c, "rb_vm_t", "gc.objspace") :
+	SET(vm.objspace, has(c, "rb_vm_t", "gc.objspace") ? off(c, "rb_vm_t", "gc.objspace") :
 		off(c, "rb_vm_t", "objspace"));
-	SET(gc_mode, bits(c, O, "flags.mode"));
-	SET(gc_during_gc, bits(c, O, "flags.during_gc"));
-	CONST(gc_mode_none, "gc_mode_none");
-	CONST(gc_mode_marking, "gc_mode_marking");
-	CONST(gc_mode_sweeping, "gc_mode_sweeping");
-	CONST_OR(gc_mode_compacting, "gc_mode_compacting", 255);   /* 3.2+ */
-	SET(os_pages_sorted, off(c, O, "heap_pages.sorted"));
+	SET(objspace.mode, bits(c, O, "flags.mode"));
+	SET(objspace.during_gc, bits(c, O, "flags.during_gc"));
+	CONST(objspace.mode_none, "gc_mode_none");
+	CONST(objspace.mode_marking, "gc_mode_marking");
+	CONST(objspace.mode_sweeping, "gc_mode_sweeping");
+	CONST_OR(objspace.mode_compacting, "gc_mode_compacting", 255);   /* 3.2+ */
+	SET(objspace.pages_sorted, off(c, O, "heap_pages.sorted"));
 	/*
 	 * 3.4+: heap_pages.sorted points at an rb_darray (a struct with the
 	 * elements in `data`), before at the array itself (struct heap_page **).
 	 * 4.0 has allocated_pages too, but the probe reads the darray's length.
 	 */
 	if (!rbp_dwarf_pointee_member(c->d, O, "heap_pages.sorted", "data", &v)) {
-		SET(os_pages_count, -1);
-		SET(darray_len, off(c, "rb_darray_meta_t", "size"));
-		SET(darray_data, v);
+		SET(objspace.pages_count, -1);
+		SET(darray.len, off(c, "rb_darray_meta_t", "size"));
+		SET(darray.data, v);
 	} else {
-		SET(os_pages_count, off(c, O, "heap_pages.allocated_pages"));
-		SET(darray_len, -1);
-		SET(darray_data, -1);
+		SET(objspace.pages_count, off(c, O, "heap_pages.allocated_pages"));
+		SET(darray.len, -1);
+		SET(darray.data, -1);
 	}
-	SET(page_start, off(c, P, "start"));
-	SET(page_total_slots, off(c, P, "total_slots"));
-	SET(page_free_slots, off(c, P, "free_slots"));
-	SET(page_slot_size, off_opt(c, P, "slot_size"));   /* 3.1+ */
-	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro) */
+	SET(heap_page.start, off(c, P, "start"));
+	SET(heap_page.total_slots, off(c, P, "total_slots"));
+	SET(heap_page.free_slots, off(c, P, "free_slots"));
+	SET(heap_page.slot_size, off_opt(c, P, "slot_size"));   /* 3.1+ */
+	/* < 3.4: sizeof(RVALUE); 3.4+ BASE_SLOT_SIZE (a macro); 4.1+ the
+	 * smallest of the listed pool sizes (pool_slot_sizes[0], a static
+	 * array, not a constant), which holds an RBasic and two VALUEs: rbpeek
+	 * uses it only as the lower bound of a page's slot size */
+	int64_t base;
 	if (!rbp_dwarf_sizeof(c->d, "RVALUE", &size))
-		SET(slot_size_base, size);
+		SET(heap_page.slot_size_base, size);
+	else if (!rbp_dwarf_const(c->d, "BASE_SLOT_SIZE", &base))
+		SET(heap_page.slot_size_base, base);
 	else
-		CONST(slot_size_base, "BASE_SLOT_SIZE");
-	CONST(heap_page_size, "HEAP_PAGE_SIZE");
+		SET(heap_page.slot_size_base, size_of(c, "struct RBasic") + 16);
+	CONST(heap_page.page_size, "HEAP_PAGE_SIZE");
 }
 
 static int parse_minor(const char *v, uint8_t *major, uint8_t *minor)
@@ -519,5 +540,6 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 			n += (size_t)w;
 	}
 	free(c.set);
+	rbp_layout_set_shape(out);
 	return err;
 }

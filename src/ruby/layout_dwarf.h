@@ -9,7 +9,8 @@
  * and method types, GC modes, ...).  Shape choices that probe.c makes by
  * version (`#if V(3, 2)`) are made here by what the DWARF contains (rb_vm_t
  * has `ractor`, rb_thread_t has `nt`, RString has `len`, ...), so a version
- * with no table is read the same way.
+ * with no table is read the same way.  The layout's shape is then decided
+ * from those fields by rbp_layout_set_shape(), as for a table.
  *
  * Ruby keeps a few constants only as preprocessor macros: those whose body
  * is an integer literal are read from .debug_macro (-g3 builds, Ruby's

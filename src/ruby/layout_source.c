@@ -90,7 +90,7 @@ static double ms_since(const struct timespec *t0)
 }
 
 /*
- * vm->dwarf_layout from the first candidate with usable DWARF; the
+ * vm->layout from the first candidate with usable DWARF; the
  * constants DWARF lacks from consts.  The reason for a failure goes in
  * vm->layout_note.
  */
@@ -115,7 +115,7 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 			rbp_dwarf_close(d);
 			return RBP_ENOMEM;
 		}
-		err = rbp_layout_from_dwarf(d, version, consts, &vm->dwarf_layout, &rep);
+		err = rbp_layout_from_dwarf(d, version, consts, &vm->layout, &rep);
 		rbp_dwarf_close(d);
 		vm->info.layout_units += rep.units_read;
 		if (err == RBP_ENOMEM)
@@ -177,7 +177,7 @@ static void cache_put(struct rbp_layout_cache *c, const uint8_t *id, size_t len,
 	e->id_len = len;
 	snprintf(e->version, sizeof(e->version), "%s", vm->version);
 	e->err = err;
-	e->layout = vm->dwarf_layout;
+	e->layout = vm->layout;
 	e->layout.version = e->layout.last = e->version;
 	memcpy(e->from_table, vm->layout_from_table, sizeof(e->from_table));
 	memcpy(e->note, vm->layout_note, sizeof(e->note));
@@ -206,8 +206,8 @@ static int cached_dwarf_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts
 		const char *path = e->path ? rbp_strpool_intern0(&vm->pool, e->path) : "";
 		if (!version || !path)
 			return RBP_ENOMEM;
-		vm->dwarf_layout = e->layout;
-		vm->dwarf_layout.version = vm->dwarf_layout.last = version;
+		vm->layout = e->layout;
+		vm->layout.version = vm->layout.last = version;
 		memcpy(vm->layout_from_table, e->from_table, sizeof(vm->layout_from_table));
 		memcpy(vm->layout_note, e->note, sizeof(vm->layout_note));
 		vm->info.layout_path = path;
@@ -218,22 +218,6 @@ static int cached_dwarf_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts
 	if (!err || err == RBP_ENODWARF)
 		cache_put(c, id, len, vm, err);
 	return err;
-}
-
-/* The table nearest to L's version among those of another X.Y (tests). */
-static const struct rbp_layout *other_minor(uint8_t major, uint8_t minor)
-{
-	const struct rbp_layout *best = NULL;
-	int best_d = 0;
-
-	for (const struct rbp_layout *l = rbp_layouts; l->version; l++) {
-		int d = abs((l->major * 100 + l->minor) - (major * 100 + minor));
-		if (d && (!best || d < best_d)) {
-			best = l;
-			best_d = d;
-		}
-	}
-	return best;
 }
 
 /*
@@ -249,7 +233,7 @@ static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
 	for (size_t i = 0; i < rbp_layout_n_fields; i++) {
 		const struct rbp_layout_field *f = &rbp_layout_fields[i];
 		if (vm->layout_from_table[i] || !strcmp(f->name, "major") || !strcmp(f->name, "minor") ||
-		    rbp_layout_field_eq(&vm->dwarf_layout, table, f))
+		    rbp_layout_field_eq(&vm->layout, table, f))
 			continue;
 		int w = snprintf(vm->layout_note + n, sizeof(vm->layout_note) - n, "%s%s",
 				 diffs ? ", " : n ? "; differs from the " : "differs from the ",
@@ -266,41 +250,17 @@ static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
 	}
 }
 
-/*
- * Ruby 3.2 keeps a class's path in ivars found through its object shape
- * (value.c, class_ivar_shapes): fields the DWARF reader does not fill yet.
- * Taken from the version's table (or the nearest one) so that a 3.2 read
- * through its DWARF names classes as one read through the table does.
- */
-static void take_shape_fields(struct rbp_layout *L, const struct rbp_layout *from)
-{
-	if (L->class_ivar_shapes || !from || !from->class_ivar_shapes)
-		return;
-	L->class_ivar_shapes = from->class_ivar_shapes;
-	L->shape_id_shift = from->shape_id_shift;
-	L->vm_shape_list = from->vm_shape_list;
-	L->shape_size = from->shape_size;
-	L->shape_edge_name = from->shape_edge_name;
-	L->shape_next_iv_index = from->shape_next_iv_index;
-	L->shape_type = from->shape_type;
-	L->shape_parent_id = from->shape_parent_id;
-	L->shape_type_ivar = from->shape_type_ivar;
-	L->shape_invalid_id = from->shape_invalid_id;
-}
-
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	enum rbp_layout_mode mode = opts ? opts->layout : RBP_LAYOUT_AUTO;
 	const char *want = opts && opts->force_version ? opts->force_version : vm->version;
 	const struct rbp_layout *table = rbp_layout_find(want), *consts = table;
-	unsigned ma = 0, mi = 0;
 	int err;
 
 	if (opts && opts->test_no_table && !opts->force_version) {
 		/* tests: a version rbpeek has no table for (4.1 on release day) */
 		table = NULL;
-		consts = sscanf(vm->version, "%u.%u", &ma, &mi) == 2 ?
-			 other_minor((uint8_t)ma, (uint8_t)mi) : NULL;
+		consts = rbp_layout_other_minor(vm->version);
 	}
 
 	if (opts && opts->force_version && mode == RBP_LAYOUT_AUTO)
@@ -318,8 +278,7 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		if (!err) {
 			if (table)
 				note_differences(vm, table);
-			take_shape_fields(&vm->dwarf_layout, table ? table : consts);
-			vm->L = &vm->dwarf_layout;
+			vm->L = &vm->layout;
 			vm->info.layout_source = "dwarf";
 			vm->info.layout_version = vm->L->version;
 			return RBP_OK;
@@ -335,7 +294,8 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	}
 	if (!table)
 		return RBP_EVERSION;
-	vm->L = table;
+	rbp_layout_use(&vm->layout, table);
+	vm->L = &vm->layout;
 	vm->info.layout_version = table->version;
 	return RBP_OK;
 }

@@ -42,9 +42,9 @@
 static int known_magic(const struct rbp_layout *L, uint64_t m)
 {
 	const uint32_t magics[] = {
-		L->frame_magic_cfunc, L->frame_magic_method, L->frame_magic_block,
-		L->frame_magic_class, L->frame_magic_top, L->frame_magic_eval,
-		L->frame_magic_rescue, L->frame_magic_dummy, L->frame_magic_ifunc,
+		L->frame_magic.cfunc, L->frame_magic.method, L->frame_magic.block,
+		L->frame_magic.class, L->frame_magic.top, L->frame_magic.eval,
+		L->frame_magic.rescue, L->frame_magic.dummy, L->frame_magic.ifunc,
 	};
 	for (size_t i = 0; i < sizeof(magics) / sizeof(magics[0]); i++)
 		if (m == magics[i])
@@ -59,13 +59,13 @@ static int main_ec(struct rbp_vm *vm, uint64_t *ec)
 	uint64_t th;
 	int err;
 
-	if ((err = rv_word(vm, vm->vm_addr + L->vm_main_thread, &th)))
+	if ((err = rv_word(vm, vm->vm_addr + L->vm.main_thread, &th)))
 		return err;
-	if (L->thread_ec_embedded) {
-		*ec = th + L->thread_ec;
+	if (L->shape.thread_ec == RBP_THREAD_EC_EMBEDDED) {
+		*ec = th + L->thread.ec;
 		return RBP_OK;
 	}
-	return rv_word(vm, th + L->thread_ec, ec);
+	return rv_word(vm, th + L->thread.ec, ec);
 }
 
 /*
@@ -81,42 +81,42 @@ static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
 	int err;
 
 	*n_ruby = 0;
-	if ((err = main_ec(vm, &ec)) || (err = rv_word(vm, ec + L->ec_vm_stack, &stack)) ||
-	    (err = rv_word(vm, ec + L->ec_vm_stack_size, &size)) ||
-	    (err = rv_word(vm, ec + L->ec_cfp, &cfp)))
+	if ((err = main_ec(vm, &ec)) || (err = rv_word(vm, ec + L->ec.vm_stack, &stack)) ||
+	    (err = rv_word(vm, ec + L->ec.vm_stack_size, &size)) ||
+	    (err = rv_word(vm, ec + L->ec.cfp, &cfp)))
 		return err;
 	if (!stack || !cfp)
 		return RBP_OK;   /* not running Ruby yet, or done */
-	if (size > (1ull << 32) || L->cfp_size == 0)
+	if (size > (1ull << 32) || L->cfp.size == 0)
 		return RBP_ECORRUPT;
 	uint64_t end = stack + size * 8;
-	if (cfp < stack || cfp > end || (end - cfp) % L->cfp_size)
+	if (cfp < stack || cfp > end || (end - cfp) % L->cfp.size)
 		return RBP_ECORRUPT;
-	size_t n = (size_t)((end - cfp) / L->cfp_size);
+	size_t n = (size_t)((end - cfp) / L->cfp.size);
 	if (n > VALIDATE_FRAMES)
 		n = VALIDATE_FRAMES;
 	if (!n)
 		return RBP_OK;
-	if (!(buf = malloc(n * L->cfp_size)))
+	if (!(buf = malloc(n * L->cfp.size)))
 		return RBP_ENOMEM;
-	if ((err = rv_read(vm, cfp, buf, n * L->cfp_size)))
+	if ((err = rv_read(vm, cfp, buf, n * L->cfp.size)))
 		goto out;
 	for (size_t i = 0; i < n && !err; i++) {
-		const uint8_t *f = buf + i * L->cfp_size;
-		uint64_t ep = rv_u64(f, L->cfp_ep), iseq = rv_u64(f, L->cfp_iseq);
-		uint64_t pc = rv_u64(f, L->cfp_pc), magic;
+		const uint8_t *f = buf + i * L->cfp.size;
+		uint64_t ep = rv_u64(f, L->cfp.ep), iseq = rv_u64(f, L->cfp.iseq);
+		uint64_t pc = rv_u64(f, L->cfp.pc), magic;
 		const struct rv_iseq *info;
-		if (!ep || (ep & 7) || rv_word(vm, ep + 8 * (int64_t)L->env_flags, &flags)) {
+		if (!ep || (ep & 7) || rv_word(vm, ep + 8 * (int64_t)L->env.flags, &flags)) {
 			err = RBP_ECORRUPT;
 			break;
 		}
-		magic = flags & L->frame_magic_mask;
+		magic = flags & L->frame_magic.mask;
 		if (!known_magic(L, magic)) {
 			err = RBP_ECORRUPT;
 			break;
 		}
-		if (magic == L->frame_magic_cfunc || magic == L->frame_magic_ifunc ||
-		    magic == L->frame_magic_dummy || !iseq || !pc)
+		if (magic == L->frame_magic.cfunc || magic == L->frame_magic.ifunc ||
+		    magic == L->frame_magic.dummy || !iseq || !pc)
 			continue;
 		if (rv_iseq(vm, iseq, &info) || pc < info->iseq_encoded ||
 		    pc > info->iseq_encoded + 8ull * info->iseq_size) {

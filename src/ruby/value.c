@@ -85,8 +85,8 @@ uint64_t rv_bitfield(const uint8_t *buf, const struct rbp_bitfield *bf)
 
 int rv_is_heap(const struct rbp_vm *vm, uint64_t v)
 {
-	return v >= 4096 && v < USER_SPACE_END && !(v & 7) && v != vm->L->qnil &&
-	       v != vm->L->qtrue && v != vm->L->qundef;
+	return v >= 4096 && v < USER_SPACE_END && !(v & 7) && v != vm->L->value.qnil &&
+	       v != vm->L->value.qtrue && v != vm->L->value.qundef;
 }
 
 int rv_type(struct rbp_vm *vm, uint64_t v, uint64_t *flags)
@@ -98,7 +98,7 @@ int rv_type(struct rbp_vm *vm, uint64_t v, uint64_t *flags)
 		return -1;
 	if (flags)
 		*flags = f;
-	return (int)(f & vm->L->t_mask);
+	return (int)(f & vm->L->value.t_mask);
 }
 
 /* Where a String's bytes are and how many there are. */
@@ -113,19 +113,20 @@ static int string_span(struct rbp_vm *vm, uint64_t str, uint64_t *ptr, uint64_t 
 	if ((err = rv_read(vm, str, h, sizeof(h))))
 		return err;
 	uint64_t flags = rv_u64(h, 0);
-	if ((flags & L->t_mask) != L->t_string)
+	if ((flags & L->value.t_mask) != L->value.t_string)
 		return RBP_ECORRUPT;
-	if (flags & L->str_noembed) {
-		*len = rv_u64(h, L->str_len >= 0 ? L->str_len : L->str_heap_len);
-		*ptr = rv_u64(h, L->str_heap_ptr);
+	if (flags & L->rstring.noembed) {
+		*len = rv_u64(h, L->shape.str_len == RBP_STR_LEN_TOP ? L->rstring.len :
+			      L->rstring.heap_len);
+		*ptr = rv_u64(h, L->rstring.heap_ptr);
 	} else {
-		if (L->str_len >= 0)
-			*len = rv_u64(h, L->str_len);
-		else if (L->str_embed_len_mask)
-			*len = (flags & L->str_embed_len_mask) >> L->str_embed_len_shift;
+		if (L->shape.str_len == RBP_STR_LEN_TOP)
+			*len = rv_u64(h, L->rstring.len);
+		else if (L->shape.str_len == RBP_STR_LEN_IN_FLAGS)
+			*len = (flags & L->rstring.embed_len_mask) >> L->rstring.embed_len_shift;
 		else
-			*len = rv_u64(h, L->str_embed_len);
-		*ptr = str + (uint64_t)L->str_embed_ary;
+			*len = rv_u64(h, L->rstring.embed_len);
+		*ptr = str + (uint64_t)L->rstring.embed_ary;
 	}
 	if (*len > (1u << 30))
 		return RBP_ECORRUPT;
@@ -173,14 +174,14 @@ static int array_span(struct rbp_vm *vm, uint64_t ary, uint64_t *ptr, uint64_t *
 	if ((err = rv_read(vm, ary, h, sizeof(h))))
 		return err;
 	uint64_t flags = rv_u64(h, 0);
-	if ((flags & L->t_mask) != L->t_array)
+	if ((flags & L->value.t_mask) != L->value.t_array)
 		return RBP_ECORRUPT;
-	if (flags & L->ary_embed_flag) {
-		*len = (flags & L->ary_embed_len_mask) >> L->ary_embed_len_shift;
-		*ptr = ary + (uint64_t)L->ary_embed_ary;
+	if (flags & L->rarray.embed_flag) {
+		*len = (flags & L->rarray.embed_len_mask) >> L->rarray.embed_len_shift;
+		*ptr = ary + (uint64_t)L->rarray.embed_ary;
 	} else {
-		*len = rv_u64(h, L->ary_heap_len);
-		*ptr = rv_u64(h, L->ary_heap_ptr);
+		*len = rv_u64(h, L->rarray.heap_len);
+		*ptr = rv_u64(h, L->rarray.heap_ptr);
 	}
 	return *len > (1u << 28) ? RBP_ECORRUPT : RBP_OK;
 }
@@ -204,9 +205,37 @@ int rv_array_get(struct rbp_vm *vm, uint64_t ary, uint64_t i, uint64_t *out)
 }
 
 /*
- * ID -> name through the global symbol table: ids is an Array of Arrays of
- * id_entry_unit entries, each entry id_entry_size VALUEs (string, symbol).
+ * ID -> name through the global symbol table: ids is an Array of chunks of
+ * id.entry_unit entries, each entry id.entry_size VALUEs (string, symbol);
+ * a chunk is an Array (RBP_ID_TABLE_ARRAYS) or, 4.1+, a T_DATA wrapping a
+ * darray (RBP_ID_TABLE_DARRAYS).
  */
+/*
+ * 4.1+: VALUE number SLOT of the entries of an ids chunk, a T_DATA whose
+ * data is an rb_darray of struct sym_id_entry ({size, capa} then the
+ * entries); INDEX (the entry's number) must be below the darray's size.
+ */
+static int id_chunk_get(struct rbp_vm *vm, uint64_t chunk, uint64_t index, uint64_t slot,
+			uint64_t *out)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t flags, darray, size;
+	int err;
+
+	if (!chunk || chunk == L->value.qnil || (chunk & 7))
+		return RBP_ENOSYM;
+	if ((err = rv_word(vm, chunk, &flags)))
+		return err;
+	if ((flags & L->value.t_mask) != L->value.t_data)
+		return RBP_ECORRUPT;
+	if ((err = rv_word(vm, chunk + (uint64_t)L->id.chunk_data, &darray)) ||
+	    (err = rv_word(vm, darray, &size)))
+		return err;
+	if (index >= size || size > L->id.entry_unit)
+		return RBP_ENOSYM;
+	return rv_word(vm, darray + L->id.chunk_first + slot * 8, out);
+}
+
 int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 {
 	const struct rbp_layout *L = vm->L;
@@ -220,15 +249,20 @@ int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 	}
 	if (!vm->symbols_addr)
 		return RBP_ENOSYM;
-	uint64_t serial = id > L->last_op_id ? id >> L->id_scope_shift : id;
-	if ((err = rv_read(vm, vm->symbols_addr + L->symbols_last_id, &last, 4)) ||
-	    (err = rv_word(vm, vm->symbols_addr + L->symbols_ids, &ids)))
+	uint64_t serial = id > L->id.last_op_id ? id >> L->id.scope_shift : id;
+	if ((err = rv_read(vm, vm->symbols_addr + L->symbols.last_id, &last, 4)) ||
+	    (err = rv_word(vm, vm->symbols_addr + L->symbols.ids, &ids)))
 		return err;
 	if (serial == 0 || serial > last)
 		return RBP_ENOSYM;
-	if ((err = rv_array_get(vm, ids, serial / L->id_entry_unit, &chunk)) ||
-	    (err = rv_array_get(vm, chunk, (serial % L->id_entry_unit) * L->id_entry_size +
-				L->id_entry_str, &str)))
+	uint64_t slot = (serial % L->id.entry_unit) * L->id.entry_size + L->id.entry_str;
+	if ((err = rv_array_get(vm, ids, serial / L->id.entry_unit, &chunk)))
+		return err;
+	if (L->shape.id_table == RBP_ID_TABLE_ARRAYS)
+		err = rv_array_get(vm, chunk, slot, &str);
+	else
+		err = id_chunk_get(vm, chunk, serial % L->id.entry_unit, slot, &str);
+	if (err)
 		return err;
 	if ((err = rv_string_intern(vm, str, out)))
 		return err == RBP_ECORRUPT ? RBP_ENOSYM : err;
@@ -239,12 +273,15 @@ int rv_id_name(struct rbp_vm *vm, uint64_t id, const char **out)
 /* The classext of a class: a pointer field, or inline after struct RClass. */
 int rv_class_ext(struct rbp_vm *vm, uint64_t klass, uint64_t *ext)
 {
-	if (vm->L->class_ext_ptr >= 0)
-		return rv_word(vm, klass + vm->L->class_ext_ptr, ext);
-	if (vm->L->class_ext_inline < 0)
+	switch (vm->L->shape.classext) {
+	case RBP_CLASSEXT_POINTER:
+		return rv_word(vm, klass + vm->L->rclass.ext_ptr, ext);
+	case RBP_CLASSEXT_INLINE:
+		*ext = klass + vm->L->rclass.ext_inline;
+		return RBP_OK;
+	default:
 		return RBP_ECORRUPT;
-	*ext = klass + vm->L->class_ext_inline;
-	return RBP_OK;
+	}
 }
 
 /* 1 when ID key is the one wanted: want_id, or when that is 0, named want_name. */
@@ -262,7 +299,8 @@ static int ivar_id_is(struct rbp_vm *vm, uint64_t key, uint64_t want_id, const c
 
 /*
  * 3.2: an instance variable of a class in its iv_ptr array, at the index the
- * class's object shape gives (the layout's class_ivar_shapes comment).
+ * class's object shape gives (RBP_CLASS_IVARS_SHAPES: the layout's rb_shape
+ * comment).
  */
 static int class_ivar_shape(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 			    const char *want_name, uint64_t *val, uint64_t *found_id)
@@ -272,28 +310,27 @@ static int class_ivar_shape(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 	uint8_t sh[RV_MAX_SHAPE_SIZE];
 	int err;
 
-	if (L->shape_size > sizeof(sh) || L->shape_size < 8 || L->shape_id_shift > 63 ||
-	    L->vm_shape_list < 0 || !vm->vm_addr)
+	if (L->rb_shape.size > sizeof(sh) || L->rb_shape.id_shift > 63 || !vm->vm_addr)
 		return RBP_ENOSYM;
 	if ((err = rv_word(vm, klass, &flags)) ||
-	    (err = rv_word(vm, vm->vm_addr + L->vm_shape_list, &list)))
+	    (err = rv_word(vm, vm->vm_addr + L->vm.shape_list, &list)))
 		return err;
-	uint32_t id = (uint32_t)(flags >> L->shape_id_shift);
+	uint32_t id = (uint32_t)(flags >> L->rb_shape.id_shift);
 	for (int depth = 0; depth < RV_MAX_SHAPE_DEPTH; depth++) {
-		if (id == L->shape_invalid_id ||
-		    (err = rv_read(vm, list + (uint64_t)id * L->shape_size, sh, L->shape_size)))
+		if (id == L->rb_shape.invalid_id ||
+		    (err = rv_read(vm, list + (uint64_t)id * L->rb_shape.size, sh, L->rb_shape.size)))
 			return err ? err : RBP_ENOSYM;
-		uint32_t parent = rv_u32(sh, L->shape_parent_id);
-		if (parent == L->shape_invalid_id)
+		uint32_t parent = rv_u32(sh, L->rb_shape.parent_id);
+		if (parent == L->rb_shape.invalid_id)
 			return RBP_ENOSYM;   /* the root shape: no such ivar */
-		uint64_t edge = rv_u64(sh, L->shape_edge_name);
-		if (sh[L->shape_type] == L->shape_type_ivar &&
+		uint64_t edge = rv_u64(sh, L->rb_shape.edge_name);
+		if (sh[L->rb_shape.type] == L->rb_shape.type_ivar &&
 		    ivar_id_is(vm, edge, want_id, want_name)) {
-			uint32_t index = rv_u32(sh, L->shape_next_iv_index);
+			uint32_t index = rv_u32(sh, L->rb_shape.next_iv_index);
 			if (!index || index > 1u << 16)
 				return RBP_ECORRUPT;
 			if ((err = rv_class_ext(vm, klass, &ext)) ||
-			    (err = rv_word(vm, ext + L->class_iv_ptr, &ivptr)))
+			    (err = rv_word(vm, ext + L->classext.iv_ptr, &ivptr)))
 				return err;
 			if (!ivptr)
 				return RBP_ENOSYM;
@@ -321,32 +358,32 @@ static int class_ivar(struct rbp_vm *vm, uint64_t klass, uint64_t want_id,
 	uint8_t st[64], buf[64 * 24];
 	int err;
 
-	if (L->class_ivar_shapes && L->class_iv_ptr >= 0)
+	if (L->shape.class_ivars == RBP_CLASS_IVARS_SHAPES)
 		return class_ivar_shape(vm, klass, want_id, want_name, val, found_id);
-	if (L->classext_iv_tbl < 0)
+	if (L->shape.class_ivars != RBP_CLASS_IVARS_IV_TBL)
 		return RBP_ENOSYM;
 	if ((err = rv_class_ext(vm, klass, &ext)) ||
-	    (err = rv_word(vm, ext + L->classext_iv_tbl, &tbl)))
+	    (err = rv_word(vm, ext + L->classext.iv_tbl, &tbl)))
 		return err;
 	if (!tbl)
 		return RBP_ENOSYM;
 	if ((err = rv_read(vm, tbl, st, sizeof(st))))
 		return err;
-	start = rv_u64(st, L->st_entries_start);
-	bound = rv_u64(st, L->st_entries_bound);
-	entries = rv_u64(st, L->st_entries);
-	if (bound < start || bound - start > 64 || L->st_entry_size > 24)
+	start = rv_u64(st, L->st.entries_start);
+	bound = rv_u64(st, L->st.entries_bound);
+	entries = rv_u64(st, L->st.entries);
+	if (bound < start || bound - start > 64 || L->st_entry.size > 24)
 		return RBP_ENOSYM;  /* classes with many ivars: not worth it */
 	size_t n = (size_t)(bound - start);
-	if (n && (err = rv_read(vm, entries + start * L->st_entry_size, buf,
-				n * L->st_entry_size)))
+	if (n && (err = rv_read(vm, entries + start * L->st_entry.size, buf,
+				n * L->st_entry.size)))
 		return err;
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *e = buf + i * L->st_entry_size;
-		uint64_t key = rv_u64(e, L->st_entry_key);
+		const uint8_t *e = buf + i * L->st_entry.size;
+		uint64_t key = rv_u64(e, L->st_entry.key);
 		if (!ivar_id_is(vm, key, want_id, want_name))
 			continue;
-		*val = rv_u64(e, L->st_entry_record);
+		*val = rv_u64(e, L->st_entry.record);
 		if (found_id)
 			*found_id = key;
 		return RBP_OK;
@@ -360,10 +397,10 @@ static int class_path_value(struct rbp_vm *vm, uint64_t klass, uint64_t *path)
 	uint64_t ext;
 	int err;
 
-	if (vm->L->classext_classpath >= 0) {
+	if (vm->L->shape.class_path == RBP_CLASS_FIELD_CLASSEXT) {
 		if ((err = rv_class_ext(vm, klass, &ext)))
 			return err;
-		return rv_word(vm, ext + vm->L->classext_classpath, path);
+		return rv_word(vm, ext + vm->L->classext.classpath, path);
 	}
 	if (vm->id_classpath)
 		return class_ivar(vm, klass, vm->id_classpath, NULL, path, NULL);
@@ -383,7 +420,7 @@ int rv_class_path(struct rbp_vm *vm, uint64_t klass, const char **out)
 	type = rv_type(vm, klass, &flags);
 	if (type < 0)
 		return RBP_ECORRUPT;
-	if ((type == vm->L->t_class || type == vm->L->t_module) &&
+	if ((type == vm->L->value.t_class || type == vm->L->value.t_module) &&
 	    !class_path_value(vm, klass, &path) && rv_is_heap(vm, path)) {
 		const char *s;
 		if (!rv_string_intern(vm, path, &s) && s[0] && s[0] != '#')
@@ -399,12 +436,12 @@ static int singleton_attached(struct rbp_vm *vm, uint64_t klass, uint64_t *obj)
 	uint64_t ext;
 	int err;
 
-	if (vm->L->classext_attached >= 0) {
+	if (vm->L->shape.attached == RBP_CLASS_FIELD_CLASSEXT) {
 		if ((err = rv_class_ext(vm, klass, &ext)))
 			return err;
-		return rv_word(vm, ext + vm->L->classext_attached, obj);
+		return rv_word(vm, ext + vm->L->classext.attached, obj);
 	}
-	return class_ivar(vm, klass, vm->L->id_attached, NULL, obj, NULL);
+	return class_ivar(vm, klass, vm->L->classext.id_attached, NULL, obj, NULL);
 }
 
 int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap)
@@ -416,17 +453,17 @@ int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap)
 	int type = rv_type(vm, owner, &flags);
 
 	buf[0] = 0;
-	if (type == L->t_class && (flags & L->fl_singleton)) {
+	if (type == L->value.t_class && (flags & L->value.fl_singleton)) {
 		/* Foo.bar for a class or module; nothing for one object's singleton */
 		int at;
 		if (singleton_attached(vm, owner, &attached))
 			return RBP_OK;
 		at = rv_type(vm, attached, NULL);
-		if (at != L->t_class && at != L->t_module)
+		if (at != L->value.t_class && at != L->value.t_module)
 			return RBP_OK;
 		owner = attached;
 		sep = '.';
-	} else if (type != L->t_class && type != L->t_module && type != L->t_iclass) {
+	} else if (type != L->value.t_class && type != L->value.t_module && type != L->value.t_iclass) {
 		return type < 0 ? RBP_ECORRUPT : RBP_OK;
 	}
 	if (rv_class_path(vm, owner, &path) || !path[0])

@@ -43,12 +43,12 @@ static uint64_t check_me(struct rbp_vm *vm, uint64_t v, int can_be_svar)
 	const struct rbp_layout *L = vm->L;
 	uint64_t flags, inner;
 
-	if (rv_type(vm, v, &flags) != L->t_imemo)
+	if (rv_type(vm, v, &flags) != L->value.t_imemo)
 		return 0;
-	unsigned t = (unsigned)(flags >> L->fl_ushift) & L->imemo_mask;
-	if (t == L->imemo_ment)
+	unsigned t = (unsigned)(flags >> L->value.fl_ushift) & L->imemo.mask;
+	if (t == L->imemo.ment)
 		return v;
-	if (t != L->imemo_cref && can_be_svar && !rv_word(vm, v + 8, &inner))
+	if (t != L->imemo.cref && can_be_svar && !rv_word(vm, v + 8, &inner))
 		return check_me(vm, inner, 0);   /* vm_svar.cref_or_me */
 	return 0;
 }
@@ -60,14 +60,14 @@ static uint64_t frame_me(struct rbp_vm *vm, uint64_t ep)
 
 	for (int depth = 0; depth < MAX_EP_CHAIN; depth++) {
 		uint64_t flags, meref, prev, me;
-		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_flags, &flags) ||
-		    rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &meref))
+		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.flags, &flags) ||
+		    rv_stack_word(vm, ep + 8 * (int64_t)L->env.me_cref, &meref))
 			return 0;
-		int local = (flags & L->env_flag_local) != 0;
+		int local = (flags & L->env.flag_local) != 0;
 		if ((me = check_me(vm, meref, local)))
 			return me;
 		if (local ||
-		    rv_stack_word(vm, ep + 8 * (int64_t)L->env_specval, &prev))
+		    rv_stack_word(vm, ep + 8 * (int64_t)L->env.specval, &prev))
 			return 0;
 		ep = prev & ~(uint64_t)3;
 	}
@@ -81,16 +81,17 @@ static int me_read(struct rbp_vm *vm, uint64_t me, struct me_info *out)
 	uint64_t def_addr;
 	int err;
 
-	if ((err = rv_word(vm, me + L->me_owner, &out->owner)) ||
-	    (err = rv_word(vm, me + L->me_def, &def_addr)) ||
+	if ((err = rv_word(vm, me + L->me.owner, &out->owner)) ||
+	    (err = rv_word(vm, me + L->me.def, &def_addr)) ||
 	    (err = rv_read(vm, def_addr, def, sizeof(def))))
 		return err;
-	out->def_type = (uint32_t)rv_bitfield(def, &L->def_type);
-	out->original_id = rv_u64(def, L->def_original_id);
+	out->def_type = (uint32_t)rv_bitfield(def, &L->method_def.type);
+	out->original_id = rv_u64(def, L->method_def.original_id);
 	/* body is a union: cfunc.func is its first word, like iseq.iseqptr */
-	out->cfunc = out->def_type == L->method_type_cfunc && L->def_body_iseq_ptr >= 0 &&
-		     L->def_body_iseq_ptr + 8 <= (int)sizeof(def) ?
-		     rv_u64(def, L->def_body_iseq_ptr) : 0;
+	out->cfunc = out->def_type == L->method_type.cfunc &&
+		     L->shape.cfunc == RBP_CFUNC_IN_DEF_BODY &&
+		     L->method_def.body_iseq_ptr + 8 <= (int)sizeof(def) ?
+		     rv_u64(def, L->method_def.body_iseq_ptr) : 0;
 	return RBP_OK;
 }
 
@@ -155,14 +156,14 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 
 	if (!me || me_read(vm, me, &mi))
 		return info->label;
-	if (mi.def_type == L->method_type_bmethod) {
+	if (mi.def_type == L->method_type.bmethod) {
 		/* define_method: the block is the method */
 		if (me_name(vm, &mi, name, sizeof(name)))
 			return info->label;
 		return rbp_strpool_intern0(&vm->pool, name);
 	}
-	if (info->type != L->iseq_type_method && info->type != L->iseq_type_block &&
-	    info->type != L->iseq_type_rescue && info->type != L->iseq_type_ensure)
+	if (info->type != L->iseq_type.method && info->type != L->iseq_type.block &&
+	    info->type != L->iseq_type.rescue && info->type != L->iseq_type.ensure)
 		return info->label;
 	rv_method_prefix(vm, mi.owner, prefix, sizeof(prefix));
 	if (rbp_label_qualify(info->label, info->base_label, prefix, buf, sizeof(buf)))
@@ -184,10 +185,10 @@ static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 	uint64_t key, cached, own = 0;
 	const char *label;
 
-	if (info->type == L->iseq_type_top || info->type == L->iseq_type_main ||
-	    info->type == L->iseq_type_class || info->type == L->iseq_type_eval)
+	if (info->type == L->iseq_type.top || info->type == L->iseq_type.main ||
+	    info->type == L->iseq_type.class || info->type == L->iseq_type.eval)
 		return info->label;
-	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &own))
+	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.me_cref, &own))
 		own = 0;
 	key = rbp_mix64(iseq, own ^ 2);
 	if (rbp_hmap_get(&vm->me_labels, key, &cached))
@@ -207,8 +208,8 @@ static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 /* Bytes of rb_thread_t we read: up to its last field we use. */
 static size_t thread_span(const struct rbp_layout *L)
 {
-	int16_t offs[] = { L->thread_lt_node, L->thread_vm, L->thread_ec, L->thread_name,
-			   L->thread_tid, L->thread_nt, L->thread_id, L->thread_self };
+	int16_t offs[] = { L->thread.lt_node, L->thread.vm, L->thread.ec, L->thread.name,
+			   L->thread.tid, L->thread.nt, L->thread.id, L->thread.self };
 	int16_t max = 0;
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		if (offs[i] > max)
@@ -227,29 +228,30 @@ static void decode_thread(struct rbp_vm *vm, uint64_t th, const uint8_t *buf,
 {
 	const struct rbp_layout *L = vm->L;
 
-	*ec = L->thread_ec_embedded ? th + L->thread_ec : rv_u64(buf, L->thread_ec);
+	*ec = L->shape.thread_ec == RBP_THREAD_EC_EMBEDDED ? th + L->thread.ec :
+	      rv_u64(buf, L->thread.ec);
 	*tid_addr = 0;
 	/*
 	 * Thread#name= stores a new frozen String, so the VALUE names its
 	 * contents: read each name once, not on every sample.
 	 */
 	out->name = NULL;
-	uint64_t name = rv_u64(buf, L->thread_name), cached;
+	uint64_t name = rv_u64(buf, L->thread.name), cached;
 	if (rbp_hmap_get(&vm->thread_names, name, &cached)) {
 		out->name = (const char *)(uintptr_t)cached;
-	} else if (rv_type(vm, name, NULL) == L->t_string &&
+	} else if (rv_type(vm, name, NULL) == L->value.t_string &&
 		   !rv_string_intern(vm, name, &out->name)) {
 		rbp_hmap_put(&vm->thread_names, name, (uint64_t)(uintptr_t)out->name);
 	}
 	out->tid = 0;
-	if (L->thread_tid >= 0) {
-		out->tid = (pid_t)rv_u32(buf, L->thread_tid);
-	} else if (L->thread_nt >= 0) {
-		uint64_t nt = rv_u64(buf, L->thread_nt);
+	if (L->shape.thread_id == RBP_TID_IN_THREAD) {
+		out->tid = (pid_t)rv_u32(buf, L->thread.tid);
+	} else if (L->shape.thread_id == RBP_TID_IN_NATIVE_THREAD) {
+		uint64_t nt = rv_u64(buf, L->thread.nt);
 		if (nt)
-			*tid_addr = nt + L->nt_tid;
-	} else if (L->thread_id >= 0 && vm->pthread_tid_off) {
-		uint64_t pt = rv_u64(buf, L->thread_id);
+			*tid_addr = nt + L->native_thread.tid;
+	} else if (L->shape.thread_id == RBP_TID_IN_PTHREAD && vm->pthread_tid_off) {
+		uint64_t pt = rv_u64(buf, L->thread.id);
 		uint64_t off = (uint64_t)(vm->pthread_tid_off > 0 ? vm->pthread_tid_off :
 					  -vm->pthread_tid_off);
 		if (pt)
@@ -301,9 +303,9 @@ static void find_pthread_tid(struct rbp_vm *vm, const uint64_t *ths, size_t n)
 	uint8_t desc[2048];
 	uint64_t pt;
 
-	if (L->thread_tid >= 0 || L->thread_nt >= 0 || L->thread_id < 0 || vm->pthread_tid_off > 0 ||
+	if (L->shape.thread_id != RBP_TID_IN_PTHREAD || vm->pthread_tid_off > 0 ||
 	    (vm->pthread_tid_off < 0 && n < 2) ||
-	    rv_word(vm, ths[0] + L->thread_id, &pt) || rv_read(vm, pt, desc, sizeof(desc)))
+	    rv_word(vm, ths[0] + L->thread.id, &pt) || rv_read(vm, pt, desc, sizeof(desc)))
 		return;
 	for (size_t off = 16; off + 4 <= sizeof(desc); off += 4) {
 		/* the process's own PID as it sees it (1 for a container's init) */
@@ -314,7 +316,7 @@ static void find_pthread_tid(struct rbp_vm *vm, const uint64_t *ths, size_t n)
 		for (size_t i = 1; i < n && ok; i++) {
 			uint64_t opt;
 			int32_t tid;
-			if (rv_word(vm, ths[i] + L->thread_id, &opt) || !opt)
+			if (rv_word(vm, ths[i] + L->thread.id, &opt) || !opt)
 				continue;   /* not started yet */
 			ok = !rv_read(vm, opt + off, &tid, 4) && is_task(vm, tid) &&
 			     tid != (int32_t)vm->t->ns_pid;
@@ -347,7 +349,7 @@ static void stack_range(struct rbp_vm *vm, const uint8_t *cfp, uint64_t lo_limit
 
 	*lo_out = *hi_out = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t ep = rv_u64(cfp + i * L->cfp_size, L->cfp_ep);
+		uint64_t ep = rv_u64(cfp + i * L->cfp.size, L->cfp.ep);
 		if (ep < lo_limit || ep >= hi_limit)
 			continue;
 		if (ep < lo)
@@ -377,17 +379,17 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		      int32_t *carry)
 {
 	const struct rbp_layout *L = vm->L;
-	uint64_t pc = rv_u64(cfp, L->cfp_pc), iseq = rv_u64(cfp, L->cfp_iseq);
-	uint64_t ep = rv_u64(cfp, L->cfp_ep), flags;
+	uint64_t pc = rv_u64(cfp, L->cfp.pc), iseq = rv_u64(cfp, L->cfp.iseq);
+	uint64_t ep = rv_u64(cfp, L->cfp.ep), flags;
 	struct rbp_frame f = { .path = "", .line = 0 };
 	const struct rv_iseq *info;
 	int err;
 
-	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_flags, &flags))
+	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.flags, &flags))
 		return RBP_OK;   /* unreadable environment: skip the frame */
-	if ((flags & L->frame_magic_mask) == L->frame_magic_cfunc) {
+	if ((flags & L->frame_magic.mask) == L->frame_magic.cfunc) {
 		uint64_t meref;
-		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env_me_cref, &meref))
+		if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.me_cref, &meref))
 			return RBP_OK;
 		f.kind = RBP_FRAME_CFUNC;
 		if (!(f.label = cfunc_label(vm, meref, &f.cfunc)))
@@ -401,10 +403,10 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		if (rv_iseq_line(vm, iseq, info, pc, &f.line))
 			f.line = 0;
 		/* the VM's bootstrap "top" frames have no code and no line */
-		if (info->type == L->iseq_type_top && f.line == 0)
+		if (info->type == L->iseq_type.top && f.line == 0)
 			return RBP_OK;
-		if ((info->type == L->iseq_type_rescue || info->type == L->iseq_type_ensure) &&
-		    (L->major > 3 || (L->major == 3 && L->minor >= 4))) {
+		if ((info->type == L->iseq_type.rescue || info->type == L->iseq_type.ensure) &&
+		    L->shape.rescue_line == RBP_RESCUE_LINE_CARRIED) {
 			if (!*carry)
 				*carry = f.line;
 			return RBP_OK;
@@ -496,9 +498,9 @@ static int read_ecs(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 static int locate_frames(struct rbp_vm *vm, struct rv_wthread *w)
 {
 	const struct rbp_layout *L = vm->L;
-	uint64_t stack = rv_u64(w->ecbuf, L->ec_vm_stack);
-	uint64_t size = rv_u64(w->ecbuf, L->ec_vm_stack_size);
-	uint64_t cfp = rv_u64(w->ecbuf, L->ec_cfp);
+	uint64_t stack = rv_u64(w->ecbuf, L->ec.vm_stack);
+	uint64_t size = rv_u64(w->ecbuf, L->ec.vm_stack_size);
+	uint64_t cfp = rv_u64(w->ecbuf, L->ec.cfp);
 
 	w->n_cfp = 0;
 	if (!stack || !cfp)
@@ -506,9 +508,9 @@ static int locate_frames(struct rbp_vm *vm, struct rv_wthread *w)
 	if (size > (1ull << 32))
 		return RBP_ECORRUPT;
 	uint64_t end = stack + size * 8;
-	if (cfp < stack || cfp > end || (end - cfp) % L->cfp_size)
+	if (cfp < stack || cfp > end || (end - cfp) % L->cfp.size)
 		return RBP_ECORRUPT;
-	w->n_cfp = (size_t)((end - cfp) / L->cfp_size);
+	w->n_cfp = (size_t)((end - cfp) / L->cfp.size);
 	if (w->n_cfp > RV_MAX_FRAMES)
 		return RBP_ETOODEEP;
 	w->stack = stack;
@@ -528,7 +530,7 @@ static int off_stack_envs(struct rbp_vm *vm, const struct rv_wthread *w)
 	const struct rbp_layout *L = vm->L;
 
 	for (size_t i = 0; i < w->n_cfp && vm->henv_n < MAX_OFF_STACK_ENVS; i++) {
-		uint64_t ep = rv_u64(vm->cfp_buf + w->cfp_off + i * L->cfp_size, L->cfp_ep);
+		uint64_t ep = rv_u64(vm->cfp_buf + w->cfp_off + i * L->cfp.size, L->cfp.ep);
 		if (ep < 4096 || (ep & 7) || (ep - 16 >= w->stk_lo && ep + 8 <= w->stk_hi))
 			continue;
 		if (rbp_grow(&vm->henv, &vm->henv_cap, 4 * (vm->henv_n + 1), sizeof(*vm->henv)))
@@ -586,19 +588,19 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 			w[i].err = locate_frames(vm, &w[i]);
 		if (w[i].err || w[i].skip || !w[i].n_cfp)
 			continue;
-		if (w[i].n_cfp * L->cfp_size > MAX_BATCH - total) {
+		if (w[i].n_cfp * L->cfp.size > MAX_BATCH - total) {
 			w[i].err = RBP_ETOODEEP;
 			continue;
 		}
 		w[i].cfp_off = total;
-		total += w[i].n_cfp * L->cfp_size;
+		total += w[i].n_cfp * L->cfp.size;
 	}
 	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, total + 1, 1)) || (err = reqs_for(vm, n)))
 		return err;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].n_cfp)
 			vm->reqs[k++] = (struct rbp_read_req){ w[i].cfp, vm->cfp_buf + w[i].cfp_off,
-							       w[i].n_cfp * L->cfp_size, 0 };
+							       w[i].n_cfp * L->cfp.size, 0 };
 	rv_readv(vm, vm->reqs, k);
 	k = 0;
 	total = 0;
@@ -629,7 +631,7 @@ static int walk_thread(struct rbp_vm *vm, const struct rv_wthread *w, struct rbp
 	vm->stk_lo = w->stk_lo;
 	vm->stk_hi = w->stk_hi;
 	for (size_t i = 0; i < w->n_cfp && !err; i++)
-		err = walk_frame(vm, vm->cfp_buf + w->cfp_off + i * L->cfp_size, out, &carry);
+		err = walk_frame(vm, vm->cfp_buf + w->cfp_off + i * L->cfp.size, out, &carry);
 	vm->stk_lo = vm->stk_hi = 0;
 	return err;
 }
@@ -647,12 +649,12 @@ static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint6
 			uint64_t *head, uint64_t *node, int *main_err)
 {
 	const struct rbp_layout *L = vm->L;
-	int ractor = L->vm_main_ractor >= 0;
+	int ractor = L->shape.threads == RBP_THREADS_IN_RACTOR;
 	uint64_t holder = 0;
 	struct rbp_read_req a[2] = {
-		{ vm->vm_addr + L->vm_main_thread, main_th, 8, 0 },
-		ractor ? (struct rbp_read_req){ vm->vm_addr + L->vm_main_ractor, &holder, 8, 0 } :
-			 (struct rbp_read_req){ vm->vm_addr + L->vm_living_threads, node, 8, 0 },
+		{ vm->vm_addr + L->vm.main_thread, main_th, 8, 0 },
+		ractor ? (struct rbp_read_req){ vm->vm_addr + L->vm.main_ractor, &holder, 8, 0 } :
+			 (struct rbp_read_req){ vm->vm_addr + L->vm.living_threads, node, 8, 0 },
 	}, b[4];
 	size_t k = 0, owner = SIZE_MAX, list = SIZE_MAX, gc = SIZE_MAX;
 	int err;
@@ -660,9 +662,12 @@ static int thread_roots(struct rbp_vm *vm, size_t span, uint64_t *main_th, uint6
 	rv_readv(vm, a, 2);
 	if ((err = a[0].err ? a[0].err : a[1].err) || (err = rbp_grow(&vm->thr_buf, &vm->thr_cap, span, 1)))
 		return err;
-	int16_t gvl_off = ractor ? L->ractor_gvl_owner : L->vm_gvl_owner;
-	vm->gvl_word = gvl_off < 0 ? 0 : (ractor ? holder : vm->vm_addr) + (uint64_t)gvl_off;
-	*head = ractor ? holder + L->ractor_threads_set : vm->vm_addr + L->vm_living_threads;
+	switch (L->shape.gvl) {
+	case RBP_GVL_IN_RACTOR: vm->gvl_word = holder + (uint64_t)L->ractor.gvl_owner; break;
+	case RBP_GVL_IN_VM: vm->gvl_word = vm->vm_addr + (uint64_t)L->vm.gvl_owner; break;
+	default: vm->gvl_word = 0; break;
+	}
+	*head = ractor ? holder + L->ractor.threads_set : vm->vm_addr + L->vm.living_threads;
 	*gvl_owner = 0;
 	if (vm->gvl_word)
 		b[owner = k++] = (struct rbp_read_req){ vm->gvl_word, gvl_owner, 8, 0 };
@@ -705,7 +710,7 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
 	struct rbp_hmap seen = { 0 };
 	int main_seen = 0;
 	while (!err && node != head) {
-		uint64_t th = node - (uint64_t)L->thread_lt_node, dummy;
+		uint64_t th = node - (uint64_t)L->thread.lt_node, dummy;
 		if (*n > RV_MAX_THREADS || (th == *main_th && main_seen++) ||
 		    (th && rbp_hmap_get(&seen, th, &dummy))) {
 			err = RBP_ECORRUPT;
@@ -713,12 +718,12 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
 			if (*main_err)
 				err = rv_word(vm, node, &node);
 			else
-				node = rv_u64(vm->thr_buf, L->thread_lt_node);
+				node = rv_u64(vm->thr_buf, L->thread.lt_node);
 		} else if (!(err = rbp_grow(ths, &cap, *n + 1, sizeof(**ths))) &&
 			   !(err = rbp_grow(&vm->thr_buf, &vm->thr_cap, (*n + 1) * span, 1)) &&
 			   !(err = rv_read(vm, th, vm->thr_buf + *n * span, span)) &&
 			   !(err = th ? rbp_hmap_put(&seen, th, 1) : RBP_OK)) {
-			node = rv_u64(vm->thr_buf + *n * span, L->thread_lt_node);
+			node = rv_u64(vm->thr_buf + *n * span, L->thread.lt_node);
 			(*ths)[(*n)++] = th;
 		}
 	}
@@ -832,9 +837,10 @@ void rbp_vm_framecap_layout(const struct rbp_vm *vm, struct rbp_framecap_layout 
 	const struct rbp_layout *L = vm->L;
 
 	*out = (struct rbp_framecap_layout){
-		.thread_ec = L->thread_ec, .ec_embedded = L->thread_ec_embedded,
-		.ec_vm_stack = L->ec_vm_stack, .ec_vm_stack_size = L->ec_vm_stack_size,
-		.ec_cfp = L->ec_cfp, .cfp_size = L->cfp_size, .cfp_ep = L->cfp_ep,
+		.thread_ec = L->thread.ec,
+		.ec_embedded = L->shape.thread_ec == RBP_THREAD_EC_EMBEDDED,
+		.ec_vm_stack = L->ec.vm_stack, .ec_vm_stack_size = L->ec.vm_stack_size,
+		.ec_cfp = L->ec.cfp, .cfp_size = L->cfp.size, .cfp_ep = L->cfp.ep,
 	};
 }
 
@@ -851,7 +857,7 @@ static int env_overlay(struct rbp_vm *vm, const struct rbp_frame_copy *c)
 	rbp_hmap_clear(&vm->env_words);
 	for (size_t i = 0; i < c->n && c->env && !err; i++) {
 		const uint64_t *e = c->env + 3 * i;
-		uint64_t ep = rv_u64(c->frames + i * L->cfp_size, L->cfp_ep);
+		uint64_t ep = rv_u64(c->frames + i * L->cfp.size, L->cfp.ep);
 		if ((!e[0] && !e[1] && !e[2]) || ep < 16 || (ep & 7))
 			continue;
 		for (int k = 0; k < 3 && !err; k++)
@@ -876,7 +882,7 @@ int rbp_vm_decode_frames(struct rbp_vm *vm, const struct rbp_frame_copy *c, stru
 	if ((err = env_overlay(vm, c)))
 		goto done;
 	for (size_t i = 0; i < c->n && !err; i++)
-		err = walk_frame(vm, c->frames + i * L->cfp_size, out, &carry);
+		err = walk_frame(vm, c->frames + i * L->cfp.size, out, &carry);
 	t->n_frames = out->n_frames;
 	if (t->n_frames)
 		fill_cfunc_locations(out->frames, t->n_frames);

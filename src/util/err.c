@@ -17,6 +17,7 @@ const char *rbp_strerror(int err)
 	case RBP_EPTRACE: return "ptrace failed";
 	case RBP_ENOUPROBE: return "the kernel has no uprobe perf events";
 	case RBP_ENONATIVE: return "this rbpeek was built without libdw (elfutils): no native stacks";
+	case RBP_ENOBPF: return "this rbpeek was built without eBPF (libbpf-dev, clang or bpftool was missing)";
 	case RBP_ENOTRUBY: return "not a Ruby process";
 	case RBP_EVERSION: return "unsupported Ruby version";
 	case RBP_ELAYOUT: return "the memory layout does not match this Ruby";
@@ -28,6 +29,10 @@ const char *rbp_strerror(int err)
 	case RBP_EBADRAW: return "not a valid rbpeek raw file";
 	case RBP_ERAWBIG: return "it expands to far more than rbpeek writes in a raw file of its size "
 				 "(a decompression bomb?)";
+	case RBP_EURL: return "not an http://HOST[:PORT][/PATH] URL (https is not supported)";
+	case RBP_ENET: return "cannot connect";
+	case RBP_ETIMEOUT: return "timed out";
+	case RBP_EHTTP: return "not a valid HTTP response";
 	}
 	return "unknown error";
 }

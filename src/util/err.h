@@ -30,6 +30,7 @@ enum rbp_err {
 	RBP_EPTRACE = -17,  /* ptrace refused for a reason other than EPERM */
 	RBP_ENOUPROBE = -18, /* the kernel offers no uprobe perf events */
 	RBP_ENONATIVE = -19, /* built without elfutils (NATIVE=0): no native stacks */
+	RBP_ENOBPF = -9,    /* built without eBPF (BPF=0): no program can be loaded */
 
 	/* ruby: the VM model */
 	RBP_ENOTRUBY = -20, /* no Ruby interpreter found in the target */
@@ -44,6 +45,12 @@ enum rbp_err {
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */
 	RBP_ERAWBIG = -31,  /* a raw file that expands far beyond its size (a bomb) */
+
+	/* network (the agent's HTTP client and metrics endpoint) */
+	RBP_EURL = -40,     /* not an http://HOST[:PORT][/PATH] URL (https is not supported) */
+	RBP_ENET = -41,     /* name not resolved, connection refused or reset */
+	RBP_ETIMEOUT = -42, /* the peer did not answer in time */
+	RBP_EHTTP = -43,    /* not an HTTP/1.x response, or one cut short */
 };
 
 /* A static English description of an error code ("no such process"). */

@@ -55,8 +55,8 @@ rubies.each do |ruby|
   FileUtils.cp(File.join(ROOT, "tools", "gen-syscalls.sh"), File.join(host, "tools"))
   FileUtils.cp(FIXTURE, host)
   b = E2E.run(["chroot", ruby.dir, "/bin/sh", "-c",
-               # the suite's own BUILD (build-asan under make asan) is not the gem's
-               "unset BUILD SAN; cd #{inner}/build/rbpeek && #{ruby.bin} #{inner}/ext/rbpeek/extconf.rb >/dev/null && make -s tracer"],
+               # the suite's own BUILD (build-asan under make asan, also in MAKEFLAGS) is not the gem's
+               "unset BUILD SAN MAKEFLAGS MFLAGS MAKELEVEL; cd #{inner}/build/rbpeek && #{ruby.bin} #{inner}/ext/rbpeek/extconf.rb >/dev/null && make -s tracer"],
               timeout: 180)
   unless b.status&.zero?
     (SCENARIOS + ["json"]).each { |s| fail("#{prefix}/#{s}", "building the extension in the chroot: #{b.describe} #{b.stdout[-400..]}") }

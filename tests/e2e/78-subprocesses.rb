@@ -38,7 +38,10 @@ end
 def record_forker(probs, s)
   out = R.tmp("forker.txt")
   sleepers = children_named(s.pid, "sleep")
-  bg = R::Background.new(["record", "--subprocesses", "-d", "5", "-f", "collapsed", "-o", out, "--pid", s.pid])
+  # --idle: the parent only supervises (Kernel#sleep); without it, a
+  # recording that never caught the parent at work (a busy machine) hides
+  # it as idle, and this test is about which processes are followed
+  bg = R::Background.new(["record", "--subprocesses", "--idle", "-d", "5", "-f", "collapsed", "-o", out, "--pid", s.pid])
   bg.wait_stderr(/recording process/)
   sleep 1 # the first workers get sampled; then forker kills one and goes on
   Process.kill("USR2", s.pid)

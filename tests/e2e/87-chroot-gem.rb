@@ -10,6 +10,11 @@
 #   gem/ruby3.3/without-libdw  libdw-dev is really missing there: the build
 #                              said it built without --native (gem_make.out),
 #                              and --native says why and what to install
+#   gem/ruby3.3/without-ebpf   libbpf-dev, clang or bpftool missing there: the
+#                              build said it built without eBPF and named
+#                              the packages, and record --sampler=bpf warns
+#                              that this rbpeek has no eBPF and samples with
+#                              ptrace
 #   gem/ruby3.3/version        rbpeek --version
 #   gem/ruby3.3/record         rbpeek record -- ruby3.3 PROG
 #   gem/ruby3.3/trace          rbpeek trace -- ruby3.3 PROG, with the gem's
@@ -22,7 +27,7 @@ include E2E
 T0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 XY = "3.3"
 PRE = "gem/ruby#{XY}"
-NAMES = %w[install without-libdw version record trace].map { |n| "#{PRE}/#{n}" }.freeze
+NAMES = %w[install without-libdw without-ebpf version record trace].map { |n| "#{PRE}/#{n}" }.freeze
 
 # The gem builds its own rbpeek from the sources (plain flags): a sanitizer
 # or valgrind run of the suite would only build and test the same again.
@@ -92,6 +97,22 @@ test("#{PRE}/without-libdw") do
   problems << "record --native #{res.describe}, expected exit 2" unless res.status == 2
   problems << "--native does not name libdw-dev: #{res.stderr.inspect}" unless res.stderr.include?("libdw-dev")
   report("#{PRE}/without-libdw", problems, said.to_s.strip[0, 80])
+end
+test("#{PRE}/without-ebpf") do
+  have = %w[/usr/include/bpf/libbpf.h /usr/bin/clang].all? { |f| File.exist?(ruby.host_path(f)) } &&
+         %w[/usr/sbin/bpftool /usr/bin/bpftool].any? { |f| File.exist?(ruby.host_path(f)) }
+  next skip("#{PRE}/without-ebpf", "the chroot has libbpf-dev, clang and bpftool") if have
+
+  log = Dir.glob(File.join(ruby.host_path(home), "extensions", "*", "*", "rbpeek-*", "gem_make.out")).first
+  said = log && File.read(log)[/^rbpeek: .* not found: building WITHOUT eBPF.*$/]
+  res = run(inside(ruby, home, rbpeek, "record", "--sampler=bpf", "-d", "1", "-f", "collapsed",
+                   "-o", "#{inner}/b.txt", "--", ruby.bin, "-e", "t = Time.now; 1 while Time.now - t < 3"))
+  problems = []
+  problems << "the build did not say it built without eBPF (#{log || 'no gem_make.out'})" unless said
+  problems << "the build's message names no package to install: #{said.inspect}" unless said.to_s.include?("apt-get install")
+  problems << "record --sampler=bpf #{res.describe}, expected exit 0" unless res.status&.zero?
+  problems << "no warning that it was built without eBPF: #{res.stderr.inspect}" unless res.stderr =~ /--sampler=bpf: this rbpeek was built without eBPF.*sampling with ptrace instead/
+  report("#{PRE}/without-ebpf", problems, said.to_s.strip[0, 100])
 end
 test("#{PRE}/version") do
   report("#{PRE}/version", GemCheck.version_problems(run(inside(ruby, home, rbpeek, "--version"))))

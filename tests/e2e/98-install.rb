@@ -52,7 +52,8 @@ check("install/files") do |p|
 
   want = ["bin/rbpeek", "share/man/man1/rbpeek.1", "share/bash-completion/completions/rbpeek",
           "share/zsh/site-functions/_rbpeek", "lib/rbpeek/ruby/rbpeek/trace.rb",
-          "lib/rbpeek/ruby/rbpeek/trace/auto.rb", "lib/rbpeek/ruby/#{abi}/rbpeek/trace_ext.so"]
+          "lib/rbpeek/ruby/rbpeek/trace/auto.rb", "lib/rbpeek/ruby/#{abi}/rbpeek/trace_ext.so",
+          "lib/systemd/system/rbpeek-agent.service", "etc/rbpeek/agent.conf"]
   got = Dir.glob("**/*", base: inst).select { |f| File.file?(File.join(inst, f)) }
   p << "missing: #{(want - got).join(', ')}" unless (want - got).empty?
   p << "unexpected: #{(got - want).join(', ')}" unless (got - want).empty?

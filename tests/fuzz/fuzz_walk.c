@@ -51,7 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rbp_vm *vm = calloc(1, sizeof(*vm));
 	if (!vm)
 		abort();
-	vm->L = rbp_layout_find(version);
+	const struct rbp_layout *entry = rbp_layout_find(version);
+	if (entry) {
+		rbp_layout_use(&vm->layout, entry);
+		vm->L = &vm->layout;
+	}
 	if (!vm->L || rbp_reader_open_image(segs, parse_segments(data, size, segs), &t.mem)) {
 		free(vm);
 		return 0;

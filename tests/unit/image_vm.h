@@ -84,7 +84,8 @@ static inline int image_vm_open(struct image_vm *iv, const uint8_t *data, size_t
 		iv->vm = NULL;
 		return -1;
 	}
-	iv->vm->L = iv->layout;
+	rbp_layout_use(&iv->vm->layout, iv->layout);
+	iv->vm->L = &iv->vm->layout;
 	iv->t.pid = iv->t.ns_pid = (pid_t)image_le(data + 52, 4);
 	iv->vm->t = &iv->t;
 	snprintf(iv->vm->version, sizeof(iv->vm->version), "%.31s", iv->version);

@@ -43,11 +43,11 @@ static void put_bits(uint64_t base, const struct rbp_bitfield *bf, uint64_t v)
 static uint64_t page(uint16_t n, uint16_t slot, const uint8_t *types, uint64_t k)
 {
 	uint64_t pg = alloc(64), start = alloc((size_t)n * slot);
-	put64(pg + L->page_start, start);
-	put16(pg + L->page_total_slots, n);
-	put16(pg + L->page_free_slots, 0);
-	if (L->page_slot_size >= 0)
-		put16(pg + L->page_slot_size, slot);
+	put64(pg + L->heap_page.start, start);
+	put16(pg + L->heap_page.total_slots, n);
+	put16(pg + L->heap_page.free_slots, 0);
+	if (L->heap_page.slot_size >= 0)
+		put16(pg + L->heap_page.slot_size, slot);
 	for (uint16_t i = 0; i < n; i++) {
 		put64(start + (uint64_t)i * slot, types[i]);
 		put64(start + (uint64_t)i * slot + 8, types[i] ? k : 0);
@@ -61,19 +61,19 @@ static uint64_t heap_image(struct rbp_vm *vm, const uint64_t *pages, size_t n)
 	uint64_t os = alloc(4096), arr;
 	memset(mem + (os - BASE), 0, 4096);
 	vm->vm_addr = alloc(4096);
-	put64(vm->vm_addr + L->vm_objspace, os);
-	if (L->darray_data >= 0) {
-		arr = alloc((size_t)L->darray_data + 8 * n);
-		put64(arr + L->darray_len, n);
+	put64(vm->vm_addr + L->vm.objspace, os);
+	if (L->darray.data >= 0) {
+		arr = alloc((size_t)L->darray.data + 8 * n);
+		put64(arr + L->darray.len, n);
 		for (size_t i = 0; i < n; i++)
-			put64(arr + L->darray_data + 8 * i, pages[i]);
+			put64(arr + L->darray.data + 8 * i, pages[i]);
 	} else {
 		arr = alloc(8 * n);
-		put64(os + L->os_pages_count, n);
+		put64(os + L->objspace.pages_count, n);
 		for (size_t i = 0; i < n; i++)
 			put64(arr + 8 * i, pages[i]);
 	}
-	put64(os + L->os_pages_sorted, arr);
+	put64(os + L->objspace.pages_sorted, arr);
 	return os;
 }
 
@@ -85,6 +85,10 @@ static void reset(struct rbp_vm *vm, struct rbp_target *t, const char *version)
 	memset(mem, 0, sizeof(mem));
 	brk_ = BASE + 64;
 	L = rbp_layout_find(version);
+	if (L) {
+		rbp_layout_use(&vm->layout, L);
+		L = &vm->layout;
+	}
 	vm->t = t;
 	vm->L = L;
 }
@@ -106,8 +110,8 @@ static void census(const char *version, uint16_t slot2)
 	}
 	CHECK(rbp_reader_open_image(&seg, 1, &t.mem) == 0);
 	uint64_t k1 = alloc(64), k2 = alloc(64);
-	put64(k1, L->t_class);
-	put64(k2, L->t_class);
+	put64(k1, L->value.t_class);
+	put64(k2, L->value.t_class);
 	uint64_t pages[] = { page(8, 40, a, k1), page(4, slot2, b, k2) };
 	uint64_t os = heap_image(&vm, pages, 2);
 
@@ -132,38 +136,38 @@ static void census(const char *version, uint16_t slot2)
 		CHECK(h.gc == RBP_GC_NONE && h.pause_ns == 0);
 	}
 	TEST("GC phase from the objspace flags") {
-		put_bits(os, &L->gc_during_gc, 1);
-		put_bits(os, &L->gc_mode, L->gc_mode_marking);
+		put_bits(os, &L->objspace.during_gc, 1);
+		put_bits(os, &L->objspace.mode, L->objspace.mode_marking);
 		CHECK(rbp_vm_gc_phase(&vm, &g) == 0 && g == RBP_GC_MARKING);
-		put_bits(os, &L->gc_mode, L->gc_mode_sweeping);
+		put_bits(os, &L->objspace.mode, L->objspace.mode_sweeping);
 		CHECK(rbp_vm_gc_phase(&vm, &g) == 0 && g == RBP_GC_SWEEPING);
-		put_bits(os, &L->gc_mode, L->gc_mode_none);
+		put_bits(os, &L->objspace.mode, L->objspace.mode_none);
 		CHECK(rbp_vm_gc_phase(&vm, &g) == 0 && g == RBP_GC_RUNNING);
 		CHECK_EQ_STR(rbp_gc_label(g), "(GC)");
-		put_bits(os, &L->gc_during_gc, 0);
-		put_bits(os, &L->gc_mode, L->gc_mode_marking);   /* between incremental steps */
+		put_bits(os, &L->objspace.during_gc, 0);
+		put_bits(os, &L->objspace.mode, L->objspace.mode_marking);   /* between incremental steps */
 		CHECK(rbp_vm_gc_phase(&vm, &g) == 0 && g == RBP_GC_NONE);
 		CHECK(rbp_gc_label(RBP_GC_NONE) == NULL);
 	}
 	TEST("the collector's thread: the GVL holder, else the main thread") {
 		struct rbp_thread th[2] = { { .is_main = 1 }, { .has_gvl = 1 } };
 		struct rbp_stacks s = { .threads = th, .n_threads = 2 };
-		put_bits(os, &L->gc_during_gc, 1);
+		put_bits(os, &L->objspace.during_gc, 1);
 		rv_gc_mark_threads(&vm, &s);
 		CHECK(th[0].gc == RBP_GC_NONE && th[1].gc == RBP_GC_MARKING);
 		th[1].has_gvl = 0;
 		rv_gc_mark_threads(&vm, &s);
 		CHECK(th[0].gc == RBP_GC_MARKING && th[1].gc == RBP_GC_NONE);
-		put_bits(os, &L->gc_during_gc, 0);
+		put_bits(os, &L->objspace.during_gc, 0);
 		rv_gc_mark_threads(&vm, &s);
 		CHECK(th[0].gc == RBP_GC_NONE && th[1].gc == RBP_GC_NONE);
 	}
 	TEST("garbage pages are skipped, not trusted") {
 		uint64_t wild = alloc(64);
-		put64(wild + L->page_start, 0xdead0000beef);    /* unmapped slots */
-		put16(wild + L->page_total_slots, 100);
+		put64(wild + L->heap_page.start, 0xdead0000beef);    /* unmapped slots */
+		put16(wild + L->heap_page.total_slots, 100);
 		uint64_t huge = page(8, 40, a, k1);
-		put16(huge + L->page_total_slots, 60000);     /* more than a page holds */
+		put16(huge + L->heap_page.total_slots, 60000);     /* more than a page holds */
 		uint64_t bad[] = { pages[0], wild, huge, 0x7, pages[1], page(4, 40, b, k2) };
 		heap_image(&vm, bad, 6);
 		vm.objspace_addr = 0;
@@ -182,16 +186,16 @@ static void census(const char *version, uint16_t slot2)
 		uint64_t o = heap_image(&vm, none, 0);
 		vm.objspace_addr = 0;
 		CHECK(rbp_vm_read_heap(&vm, &h) == 0 && h.pages == 0);
-		put64(o + L->os_pages_sorted, L->darray_data >= 0 ? 0 : 0x10); /* NULL darray */
-		if (L->os_pages_count >= 0)
-			put64(o + L->os_pages_count, 1ull << 40);     /* absurd count */
+		put64(o + L->objspace.pages_sorted, L->darray.data >= 0 ? 0 : 0x10); /* NULL darray */
+		if (L->objspace.pages_count >= 0)
+			put64(o + L->objspace.pages_count, 1ull << 40);     /* absurd count */
 		vm.objspace_addr = 0;
 		CHECK(rbp_vm_read_heap(&vm, &h) == RBP_ECORRUPT);
-		put64(vm.vm_addr + L->vm_objspace, 0);               /* no objspace */
+		put64(vm.vm_addr + L->vm.objspace, 0);               /* no objspace */
 		vm.objspace_addr = 0;
 		CHECK(rbp_vm_read_heap(&vm, &h) != 0);
 		CHECK(rbp_vm_gc_phase(&vm, &g) != 0 && g == RBP_GC_NONE);
-		put64(vm.vm_addr + L->vm_objspace, 0x5000000000ull); /* unmapped */
+		put64(vm.vm_addr + L->vm.objspace, 0x5000000000ull); /* unmapped */
 		CHECK(rbp_vm_read_heap(&vm, &h) != 0);
 	}
 	TEST("type names") {

@@ -18,6 +18,7 @@
  */
 #include "harness.h"
 #include "../../ext/rbpeek/ktrace.h"
+#include "../../ext/rbpeek/syscall_names.h"
 
 #include <errno.h>
 #include <grp.h>

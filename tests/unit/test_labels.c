@@ -57,14 +57,13 @@ static char *image_labels(const uint8_t *data, size_t size, char version[33],
 }
 
 /* 1 when the entry has a way to read a class's path. */
-static int can_name_classes(const struct rbp_layout *l)
+static int can_name_classes(const struct rbp_layout *entry)
 {
-	if (l->classext_classpath >= 0)
-		return 1;
-	if (l->classext_iv_tbl >= 0)
-		return 1;
-	return l->class_ivar_shapes && l->class_iv_ptr >= 0 && l->vm_shape_list >= 0 &&
-	       l->shape_size > 0;
+	struct rbp_layout l;
+
+	rbp_layout_use(&l, entry);
+	return l.shape.class_path == RBP_CLASS_FIELD_CLASSEXT ||
+	       l.shape.class_ivars != RBP_CLASS_IVARS_NONE;
 }
 
 int main(void)

@@ -40,17 +40,17 @@ int main(void)
 			CHECK_EQ_INT(l->major, 3);
 			CHECK_EQ_INT(l->minor, 1);
 			/* numbers checked against Debian's libruby-3.1.so.3.1.2 */
-			CHECK_EQ_INT(l->cfp_size, 64);
-			CHECK_EQ_INT(l->ec_thread_ptr, 48);
-			CHECK_EQ_INT(l->thread_self, 16);
-			CHECK_EQ_INT(l->iseq_body, 16);
-			CHECK_EQ_INT(l->body_location_first_lineno, 88);
-			CHECK_EQ_INT(l->thread_status.off, 92);
-			CHECK_EQ_INT(l->symbols_ids, 16);
-			CHECK_EQ_INT(l->qnil, 8);
+			CHECK_EQ_INT(l->cfp.size, 64);
+			CHECK_EQ_INT(l->ec.thread_ptr, 48);
+			CHECK_EQ_INT(l->thread.self, 16);
+			CHECK_EQ_INT(l->iseq.body, 16);
+			CHECK_EQ_INT(l->iseq_body.location_first_lineno, 88);
+			CHECK_EQ_INT(l->thread.status.off, 92);
+			CHECK_EQ_INT(l->symbols.ids, 16);
+			CHECK_EQ_INT(l->value.qnil, 8);
 			/* rb_objspace: checked against rb_gc_count/rb_gc_stat in the same library */
-			CHECK_EQ_INT(l->vm_objspace, 1104);
-			CHECK_EQ_INT(l->os_pages_sorted, 256);
+			CHECK_EQ_INT(l->vm.objspace, 1104);
+			CHECK_EQ_INT(l->objspace.pages_sorted, 256);
 		}
 	}
 	TEST("find 3.1.7") {
@@ -108,141 +108,220 @@ int main(void)
 		}
 		CHECK(n >= 1);
 	}
+	/*
+	 * The shapes layout.c decides, against what each version's source
+	 * says (the versions are named here, in a test, on purpose: the
+	 * readers never see them).
+	 */
+	for (const struct rbp_layout *e = rbp_layouts; e->version; e++) {
+		char name[64];
+		struct rbp_layout l;
+		snprintf(name, sizeof name, "shape %s", e->version);
+		rbp_layout_use(&l, e);
+		int v = l.major * 100 + l.minor;
+		TEST(name) {
+			CHECK(!memcmp(&l, e, offsetof(struct rbp_layout, shape)));
+			CHECK(e->shape.threads == 0);   /* the tables carry no shape */
+			CHECK_EQ_INT(l.shape.threads, v >= 300 ? RBP_THREADS_IN_RACTOR : RBP_THREADS_IN_VM);
+			CHECK_EQ_INT(l.shape.gvl, v >= 300 ? RBP_GVL_IN_RACTOR :
+				     v >= 206 ? RBP_GVL_IN_VM : RBP_GVL_NONE);
+			CHECK_EQ_INT(l.shape.thread_ec, v >= 206 ? RBP_THREAD_EC_POINTER :
+				     RBP_THREAD_EC_EMBEDDED);
+			CHECK_EQ_INT(l.shape.thread_id, v >= 302 ? RBP_TID_IN_NATIVE_THREAD :
+				     v == 301 ? RBP_TID_IN_THREAD : RBP_TID_IN_PTHREAD);
+			CHECK_EQ_INT(l.shape.first_lineno, v >= 302 ? RBP_FIRST_LINENO_INT :
+				     RBP_FIRST_LINENO_FIXNUM);
+			CHECK_EQ_INT(l.shape.insns_info, v >= 206 ? RBP_INSNS_INFO_SUCC :
+				     RBP_INSNS_INFO_PLAIN);
+			CHECK_EQ_INT(l.shape.rescue_line, v >= 304 ? RBP_RESCUE_LINE_CARRIED :
+				     RBP_RESCUE_LINE_OWN);
+			CHECK_EQ_INT(l.shape.cfunc, RBP_CFUNC_IN_DEF_BODY);
+			CHECK_EQ_INT(l.shape.str_len, v >= 303 ? RBP_STR_LEN_TOP :
+				     v == 302 ? RBP_STR_LEN_EMBED_FIELD : RBP_STR_LEN_IN_FLAGS);
+			CHECK_EQ_INT(l.shape.id_table, v >= 401 ? RBP_ID_TABLE_DARRAYS :
+				     RBP_ID_TABLE_ARRAYS);
+			CHECK(l.shape.classext == RBP_CLASSEXT_POINTER ||
+			      l.shape.classext == RBP_CLASSEXT_INLINE);
+			if (v >= 303)
+				CHECK_EQ_INT(l.shape.classext, RBP_CLASSEXT_INLINE);
+			CHECK_EQ_INT(l.shape.class_ivars, v >= 303 ? RBP_CLASS_IVARS_NONE :
+				     v == 302 ? RBP_CLASS_IVARS_SHAPES : RBP_CLASS_IVARS_IV_TBL);
+			CHECK_EQ_INT(l.shape.class_path, v >= 303 ? RBP_CLASS_FIELD_CLASSEXT :
+				     RBP_CLASS_FIELD_IVAR);
+			CHECK_EQ_INT(l.shape.attached, l.shape.class_path);
+			CHECK_EQ_INT(l.shape.objspace, RBP_OBJSPACE_IN_VM);
+			CHECK_EQ_INT(l.shape.gc_flags, RBP_GC_FLAGS_IN_OBJSPACE);
+			CHECK_EQ_INT(l.shape.heap_pages, v >= 304 ? RBP_HEAP_PAGES_DARRAY :
+				     RBP_HEAP_PAGES_ARRAY);
+			CHECK_EQ_INT(l.shape.slot_size, v >= 301 ? RBP_SLOT_SIZE_PER_PAGE :
+				     RBP_SLOT_SIZE_FIXED);
+			CHECK_EQ_INT(l.shape.newobj, v >= 303 ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS);
+			CHECK_EQ_INT(l.shape.allocator, v >= 300 && v <= 303 ? RBP_ALLOCATOR_IN_GC :
+				     RBP_ALLOCATOR_NEWOBJ);
+		}
+	}
+	TEST("shape: a layout without a field takes the shape without it") {
+		struct rbp_layout l;
+		rbp_layout_use(&l, rbp_layout_find("3.1.2"));
+		CHECK_EQ_INT(l.shape.thread_id, RBP_TID_IN_THREAD);
+		l.thread.tid = -1;
+		rbp_layout_set_shape(&l);
+		CHECK_EQ_INT(l.shape.thread_id, RBP_TID_IN_PTHREAD);
+		l.thread.id = -1;
+		l.objspace.pages_sorted = -1;
+		l.vm.objspace = -1;
+		rbp_layout_set_shape(&l);
+		CHECK_EQ_INT(l.shape.thread_id, RBP_TID_NONE);
+		CHECK_EQ_INT(l.shape.heap_pages, RBP_HEAP_PAGES_NONE);
+		CHECK_EQ_INT(l.shape.objspace, RBP_OBJSPACE_NONE);
+	}
+	TEST("other minor: the nearest entry of another X.Y") {
+		const struct rbp_layout *o = rbp_layout_other_minor("3.1.2");
+		CHECK(o != NULL && !(o->major == 3 && o->minor == 1));
+		if (o)
+			CHECK(o->major == 3 && (o->minor == 0 || o->minor == 2));
+		CHECK(rbp_layout_other_minor("garbage") == NULL);
+	}
+
 	for (const struct rbp_layout *l = rbp_layouts; l->version; l++) {
 		char name[64];
 		snprintf(name, sizeof name, "entry %s", l->version);
 		TEST(name) {
 			CHECK(in_range(l->major, 2, 4));
-			CHECK(l->qnil != l->qfalse && l->qnil != l->qtrue && l->qundef != l->qnil);
-			CHECK_EQ_INT(l->t_mask, 0x1f);
-			CHECK(l->t_string && l->t_array && l->t_class && l->t_imemo);
-			CHECK(in_range(l->fl_ushift, 8, 16));
-			CHECK(l->fl_singleton != 0 && (l->fl_singleton & (l->fl_singleton - 1)) == 0);
+			CHECK(l->value.qnil != l->value.qfalse && l->value.qnil != l->value.qtrue && l->value.qundef != l->value.qnil);
+			CHECK_EQ_INT(l->value.t_mask, 0x1f);
+			CHECK(l->value.t_string && l->value.t_array && l->value.t_class && l->value.t_imemo);
+			CHECK(in_range(l->value.fl_ushift, 8, 16));
+			CHECK(l->value.fl_singleton != 0 && (l->value.fl_singleton & (l->value.fl_singleton - 1)) == 0);
 
 			/* VM and threads */
 			if (l->major >= 3) {
-				CHECK(off_ok(l->vm_main_ractor, 1024) && l->vm_main_ractor >= 0);
-				CHECK(l->ractor_threads_set >= 0 && l->ractor_threads_cnt >= 0);
-				CHECK(l->ractor_gvl_owner >= 0 && l->ractor_running_ec >= 0);
-				CHECK(l->vm_living_threads == -1);
+				CHECK(off_ok(l->vm.main_ractor, 1024) && l->vm.main_ractor >= 0);
+				CHECK(l->ractor.threads_set >= 0 && l->ractor.threads_cnt >= 0);
+				CHECK(l->ractor.gvl_owner >= 0 && l->ractor.running_ec >= 0);
+				CHECK(l->vm.living_threads == -1);
 			} else {
-				CHECK(l->vm_main_ractor == -1 && l->ractor_threads_set == -1);
-				CHECK(l->vm_living_threads >= 0);
+				CHECK(l->vm.main_ractor == -1 && l->ractor.threads_set == -1);
+				CHECK(l->vm.living_threads >= 0);
 				/* 2.5: gvl.acquired is only a flag */
-				CHECK(l->vm_gvl_owner >= 0 || l->minor < 6);
+				CHECK(l->vm.gvl_owner >= 0 || l->minor < 6);
 			}
-			CHECK(off_ok(l->vm_main_thread, 4096) && l->vm_main_thread >= 0);
-			CHECK(aligned8(l->vm_main_thread) && aligned8(l->ractor_threads_set));
-			CHECK(off_ok(l->ractor_threads_set, 4096) && off_ok(l->ractor_running_ec, 4096));
-			int16_t th[] = { l->thread_lt_node, l->thread_vm, l->thread_ec, l->thread_self,
-					 l->thread_name, l->thread_id, l->thread_tid, l->thread_nt,
-					 l->thread_status.off };
+			CHECK(off_ok(l->vm.main_thread, 4096) && l->vm.main_thread >= 0);
+			CHECK(aligned8(l->vm.main_thread) && aligned8(l->ractor.threads_set));
+			CHECK(off_ok(l->ractor.threads_set, 4096) && off_ok(l->ractor.running_ec, 4096));
+			int16_t th[] = { l->thread.lt_node, l->thread.vm, l->thread.ec, l->thread.self,
+					 l->thread.name, l->thread.id, l->thread.tid, l->thread.nt,
+					 l->thread.status.off };
 			CHECK(distinct(th, (int)(sizeof th / sizeof th[0])));
 			for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
 				CHECK(off_ok(th[i], 4096));
-			CHECK(aligned8(l->thread_vm) && aligned8(l->thread_self) && aligned8(l->thread_name));
-			CHECK(l->thread_tid >= 0 || l->nt_tid >= 0 || l->thread_id >= 0);
-			CHECK(l->thread_status.off >= 0 && l->thread_status.mask != 0);
-			CHECK(l->thread_status.size == 1 || l->thread_status.size == 2 ||
-			      l->thread_status.size == 4 || l->thread_status.size == 8);
-			CHECK(l->thread_status.mask >= l->thread_status_killed);
-			CHECK(l->thread_status_runnable != l->thread_status_killed);
+			CHECK(aligned8(l->thread.vm) && aligned8(l->thread.self) && aligned8(l->thread.name));
+			CHECK(l->thread.tid >= 0 || l->native_thread.tid >= 0 || l->thread.id >= 0);
+			CHECK(l->thread.status.off >= 0 && l->thread.status.mask != 0);
+			CHECK(l->thread.status.size == 1 || l->thread.status.size == 2 ||
+			      l->thread.status.size == 4 || l->thread.status.size == 8);
+			CHECK(l->thread.status.mask >= l->thread.status_killed);
+			CHECK(l->thread.status_runnable != l->thread.status_killed);
 
 			/* execution context and frames */
-			int16_t ec[] = { l->ec_vm_stack, l->ec_vm_stack_size, l->ec_cfp, l->ec_thread_ptr };
+			int16_t ec[] = { l->ec.vm_stack, l->ec.vm_stack_size, l->ec.cfp, l->ec.thread_ptr };
 			CHECK(distinct(ec, 4));
 			for (int i = 0; i < 4; i++)
 				CHECK(ec[i] >= 0 && ec[i] < 256 && ec[i] % 8 == 0);
-			CHECK(l->cfp_size % 8 == 0 && in_range(l->cfp_size, 48, 96));
-			int16_t cf[] = { l->cfp_pc, l->cfp_sp, l->cfp_iseq, l->cfp_self, l->cfp_ep };
+			CHECK(l->cfp.size % 8 == 0 && in_range(l->cfp.size, 48, 96));
+			int16_t cf[] = { l->cfp.pc, l->cfp.sp, l->cfp.iseq, l->cfp.self, l->cfp.ep };
 			CHECK(distinct(cf, 5));
 			for (int i = 0; i < 5; i++)
-				CHECK(cf[i] >= 0 && cf[i] + 8 <= l->cfp_size && cf[i] % 8 == 0);
-			CHECK(l->env_me_cref == -2 && l->env_specval == -1 && l->env_flags == 0);
-			CHECK_EQ_INT(l->frame_magic_cfunc & l->frame_magic_mask, l->frame_magic_cfunc);
-			CHECK(l->frame_magic_cfunc != l->frame_magic_method);
+				CHECK(cf[i] >= 0 && cf[i] + 8 <= l->cfp.size && cf[i] % 8 == 0);
+			CHECK(l->env.me_cref == -2 && l->env.specval == -1 && l->env.flags == 0);
+			CHECK_EQ_INT(l->frame_magic.cfunc & l->frame_magic.mask, l->frame_magic.cfunc);
+			CHECK(l->frame_magic.cfunc != l->frame_magic.method);
 
 			/* iseq */
-			CHECK(l->iseq_body >= 0 && l->iseq_body < 64);
-			int16_t body[] = { l->body_type, l->body_iseq_size, l->body_iseq_encoded,
-					   l->body_location_pathobj, l->body_location_base_label,
-					   l->body_location_label, l->body_location_first_lineno,
-					   l->body_insns_info_body, l->body_insns_info_positions,
-					   l->body_insns_info_size, l->body_insns_info_succ,
-					   l->body_local_iseq, l->body_parent_iseq };
+			CHECK(l->iseq.body >= 0 && l->iseq.body < 64);
+			int16_t body[] = { l->iseq_body.type, l->iseq_body.iseq_size, l->iseq_body.iseq_encoded,
+					   l->iseq_body.location_pathobj, l->iseq_body.location_base_label,
+					   l->iseq_body.location_label, l->iseq_body.location_first_lineno,
+					   l->iseq_body.insns_info_body, l->iseq_body.insns_info_positions,
+					   l->iseq_body.insns_info_size, l->iseq_body.insns_info_succ,
+					   l->iseq_body.local_iseq, l->iseq_body.parent_iseq };
 			CHECK(distinct(body, (int)(sizeof body / sizeof body[0])));
 			for (size_t i = 0; i < sizeof body / sizeof body[0]; i++)
 				CHECK(off_ok(body[i], 1024));
-			CHECK(aligned8(l->body_iseq_encoded) && aligned8(l->body_location_label) &&
-			      aligned8(l->body_insns_info_body) && aligned8(l->body_local_iseq));
-			CHECK(l->insn_info_size >= 4 && l->insn_info_size <= 32);
-			CHECK(l->insn_info_line_no >= 0 && l->insn_info_line_no + 4 <= l->insn_info_size);
-			CHECK(l->iseq_type_method != l->iseq_type_block);
+			CHECK(aligned8(l->iseq_body.iseq_encoded) && aligned8(l->iseq_body.location_label) &&
+			      aligned8(l->iseq_body.insns_info_body) && aligned8(l->iseq_body.local_iseq));
+			CHECK(l->insn_info.size >= 4 && l->insn_info.size <= 32);
+			CHECK(l->insn_info.line_no >= 0 && l->insn_info.line_no + 4 <= l->insn_info.size);
+			CHECK(l->iseq_type.method != l->iseq_type.block);
 
 			/* method entries */
-			int16_t me[] = { l->me_flags, l->me_defined_class, l->me_def, l->me_called_id, l->me_owner };
+			int16_t me[] = { l->me.flags, l->me.defined_class, l->me.def, l->me.called_id, l->me.owner };
 			CHECK(distinct(me, 5));
 			for (int i = 0; i < 5; i++)
 				CHECK(me[i] >= 0 && me[i] < 64 && me[i] % 8 == 0);
-			CHECK(l->def_type.off >= 0 && l->def_type.mask != 0);
-			CHECK(l->def_type.mask >= l->method_type_bmethod);
-			CHECK(off_ok(l->def_original_id, 128) && l->def_original_id >= 0);
-			CHECK(off_ok(l->def_body_iseq_ptr, 128) && l->def_body_iseq_ptr >= 0);
-			CHECK(l->method_type_iseq != l->method_type_cfunc);
+			CHECK(l->method_def.type.off >= 0 && l->method_def.type.mask != 0);
+			CHECK(l->method_def.type.mask >= l->method_type.bmethod);
+			CHECK(off_ok(l->method_def.original_id, 128) && l->method_def.original_id >= 0);
+			CHECK(off_ok(l->method_def.body_iseq_ptr, 128) && l->method_def.body_iseq_ptr >= 0);
+			CHECK(l->method_type.iseq != l->method_type.cfunc);
 
 			/* strings and arrays */
-			CHECK(l->str_noembed != 0 && (l->str_noembed & (l->str_noembed - 1)) == 0);
-			CHECK(l->str_len >= 0 || l->str_embed_len >= 0 || l->str_embed_len_mask != 0);
-			CHECK(l->str_len >= 0 || l->str_heap_len >= 0);
-			CHECK(l->str_embed_ary >= 16 && l->str_heap_ptr >= 16 && l->str_heap_ptr < 64);
-			CHECK(l->ary_embed_flag != 0 && l->ary_embed_len_mask != 0);
-			CHECK_EQ_INT(l->ary_embed_len_mask >> l->ary_embed_len_shift << l->ary_embed_len_shift,
-				     l->ary_embed_len_mask);
-			CHECK(l->ary_heap_len >= 16 && l->ary_heap_ptr > l->ary_heap_len);
+			CHECK(l->rstring.noembed != 0 && (l->rstring.noembed & (l->rstring.noembed - 1)) == 0);
+			CHECK(l->rstring.len >= 0 || l->rstring.embed_len >= 0 || l->rstring.embed_len_mask != 0);
+			CHECK(l->rstring.len >= 0 || l->rstring.heap_len >= 0);
+			CHECK(l->rstring.embed_ary >= 16 && l->rstring.heap_ptr >= 16 && l->rstring.heap_ptr < 64);
+			CHECK(l->rarray.embed_flag != 0 && l->rarray.embed_len_mask != 0);
+			CHECK_EQ_INT(l->rarray.embed_len_mask >> l->rarray.embed_len_shift << l->rarray.embed_len_shift,
+				     l->rarray.embed_len_mask);
+			CHECK(l->rarray.heap_len >= 16 && l->rarray.heap_ptr > l->rarray.heap_len);
 
 			/* classes */
-			CHECK((l->class_ext_ptr >= 0) != (l->class_ext_inline >= 0));
-			CHECK(off_ok(l->class_ext_ptr, 64) && off_ok(l->class_ext_inline, 256));
+			CHECK((l->rclass.ext_ptr >= 0) != (l->rclass.ext_inline >= 0));
+			CHECK(off_ok(l->rclass.ext_ptr, 64) && off_ok(l->rclass.ext_inline, 256));
 			/* 4.0 keeps class fields in an object (fields_obj), not a table */
-			CHECK(l->classext_iv_tbl >= 0 || l->class_iv_ptr >= 0 || l->major >= 4);
-			CHECK(off_ok(l->classext_classpath, 512) && off_ok(l->classext_attached, 512));
-			CHECK(l->id_attached != 0 || l->classext_attached >= 0);
+			CHECK(l->classext.iv_tbl >= 0 || l->classext.iv_ptr >= 0 || l->major >= 4);
+			CHECK(off_ok(l->classext.classpath, 512) && off_ok(l->classext.attached, 512));
+			CHECK(l->classext.id_attached != 0 || l->classext.attached >= 0);
 
 			/* st_table */
-			int16_t st[] = { l->st_num_entries, l->st_entries_start, l->st_entries_bound, l->st_entries };
+			int16_t st[] = { l->st.num_entries, l->st.entries_start, l->st.entries_bound, l->st.entries };
 			CHECK(distinct(st, 4));
 			for (int i = 0; i < 4; i++)
 				CHECK(st[i] >= 0 && st[i] < 64);
-			CHECK(l->st_entry_size == 24 && l->st_entry_key < l->st_entry_record);
+			CHECK(l->st_entry.size == 24 && l->st_entry.key < l->st_entry.record);
 
 			/* symbols */
-			CHECK(l->symbols_last_id >= 0 && l->symbols_ids >= 0 &&
-			      l->symbols_last_id != l->symbols_ids);
-			CHECK(l->id_scope_shift >= 3 && l->id_scope_shift <= 4);
-			CHECK(l->last_op_id > 0 && l->last_op_id < 0x1000);
-			CHECK(l->id_entry_unit == 512 && l->id_entry_size >= 2 && l->id_entry_str < l->id_entry_size);
+			CHECK(l->symbols.last_id >= 0 && l->symbols.ids >= 0 &&
+			      l->symbols.last_id != l->symbols.ids);
+			CHECK(l->id.scope_shift >= 3 && l->id.scope_shift <= 4);
+			CHECK(l->id.last_op_id > 0 && l->id.last_op_id < 0x1000);
+			CHECK(l->id.entry_unit == 512 && l->id.entry_size >= 2 && l->id.entry_str < l->id.entry_size);
+			/* 4.1+: chunks are T_DATA (RTypedData.data after flags, klass, fields_obj, type) */
+			CHECK(l->id.chunk_data == -1 || (l->id.chunk_data >= 16 && aligned8(l->id.chunk_data) &&
+							 l->id.chunk_first >= 8 && l->value.t_data == 0xc));
 
 			/* the collector (rb_objspace) */
-			CHECK(l->vm_objspace > 0 && l->vm_objspace < 4096 && aligned8(l->vm_objspace));
-			CHECK(l->gc_mode.off >= 0 && l->gc_mode.off < 64 && l->gc_mode.mask == 3);
-			CHECK(l->gc_during_gc.off >= 0 && l->gc_during_gc.off < 64 && l->gc_during_gc.mask == 1);
-			CHECK(l->gc_mode.off != l->gc_during_gc.off || l->gc_mode.shift != l->gc_during_gc.shift);
-			CHECK(l->gc_mode_none == 0 && l->gc_mode_marking != l->gc_mode_sweeping);
-			CHECK(l->gc_mode_marking <= 3 && l->gc_mode_sweeping <= 3);
-			CHECK(l->gc_mode_compacting <= 3 || l->gc_mode_compacting == 255);
-			CHECK(l->os_pages_sorted > 0 && l->os_pages_sorted < 4096 && aligned8(l->os_pages_sorted));
+			CHECK(l->vm.objspace > 0 && l->vm.objspace < 4096 && aligned8(l->vm.objspace));
+			CHECK(l->objspace.mode.off >= 0 && l->objspace.mode.off < 128 && l->objspace.mode.mask == 3);
+			CHECK(l->objspace.during_gc.off >= 0 && l->objspace.during_gc.off < 128 && l->objspace.during_gc.mask == 1);
+			CHECK(l->objspace.mode.off != l->objspace.during_gc.off || l->objspace.mode.shift != l->objspace.during_gc.shift);
+			CHECK(l->objspace.mode_none == 0 && l->objspace.mode_marking != l->objspace.mode_sweeping);
+			CHECK(l->objspace.mode_marking <= 3 && l->objspace.mode_sweeping <= 3);
+			CHECK(l->objspace.mode_compacting <= 3 || l->objspace.mode_compacting == 255);
+			CHECK(l->objspace.pages_sorted > 0 && l->objspace.pages_sorted < 4096 && aligned8(l->objspace.pages_sorted));
 			/* a page count beside a plain array, or a darray (3.4+) */
-			CHECK((l->os_pages_count >= 0) != (l->darray_data >= 0));
-			CHECK(l->darray_data == -1 || (l->darray_len >= 0 && l->darray_len < l->darray_data));
-			int16_t page[] = { l->page_start, l->page_total_slots, l->page_free_slots, l->page_slot_size };
+			CHECK((l->objspace.pages_count >= 0) != (l->darray.data >= 0));
+			CHECK(l->darray.data == -1 || (l->darray.len >= 0 && l->darray.len < l->darray.data));
+			int16_t page[] = { l->heap_page.start, l->heap_page.total_slots, l->heap_page.free_slots, l->heap_page.slot_size };
 			CHECK(distinct(page, 4));
 			for (int i = 0; i < 4; i++)
 				CHECK(off_ok(page[i], 64));
-			CHECK(l->page_start >= 0 && aligned8(l->page_start));
-			CHECK(l->page_total_slots >= 0 && l->page_free_slots >= 0);
-			CHECK(l->page_slot_size >= 0 || l->major < 3 || (l->major == 3 && l->minor < 1));
-			CHECK(l->slot_size_base == 40);
-			CHECK(l->heap_page_size >= 16 * 1024 - 64 && l->heap_page_size <= 64 * 1024);
+			CHECK(l->heap_page.start >= 0 && aligned8(l->heap_page.start));
+			CHECK(l->heap_page.total_slots >= 0 && l->heap_page.free_slots >= 0);
+			CHECK(l->heap_page.slot_size >= 0 || l->major < 3 || (l->major == 3 && l->minor < 1));
+			/* sizeof(RVALUE) / BASE_SLOT_SIZE; 4.1+ the smallest of its twelve pools */
+			CHECK(l->heap_page.slot_size_base == (l->major > 4 || (l->major == 4 && l->minor >= 1) ? 32 : 40));
+			CHECK(l->heap_page.page_size >= 16 * 1024 - 64 && l->heap_page.page_size <= 64 * 1024);
 		}
 	}
 	return harness_report();

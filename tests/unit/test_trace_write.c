@@ -4,13 +4,19 @@
  * events.  A thread that sleeps is sleeping until its wakeup, runnable
  * until it is switched in, then running; a wakeup that came while the
  * thread was still going to sleep (the kernel's sched_waking can precede
- * the switch-out) makes that switch-out runnable, not sleeping.
+ * the switch-out) makes that switch-out runnable, not sleeping.  And a
+ * failed write: RBP_EIO, with errno saying why.
  *
- * The writer is compiled into this test from its source (it is part of the
- * Ruby extension, not of librbpeek); the JSON output is read back.
+ * The writer comes from the tracer library (build/libtracer.a, not
+ * librbpeek); the JSON output is read back.
  */
 #include "harness.h"
-#include "../../ext/rbpeek/trace_write.c"
+#include "util/err.h"
+#include "../../ext/rbpeek/ktrace.h"
+#include "../../ext/rbpeek/trace_write.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 #include <sys/syscall.h>
 
@@ -46,7 +52,7 @@ static void run(const struct rbk_event *kev, size_t n, char *states, size_t len)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *f = open_memstream(&buf, &blen);
-	CHECK_EQ_INT(rbt_write(f, &tr, RBT_JSON), 0);
+	CHECK_EQ_INT(rbt_write(f, &tr, RBT_JSON), RBP_OK);
 	fclose(f);
 	sched_states(buf ? buf : "", states, len);
 	free(buf);
@@ -102,6 +108,23 @@ int main(void)
 		};
 		run(kev, 3, s, sizeof(s));
 		CHECK_EQ_STR(s, "running on CPU 0|runnable|running on CPU 0");
+	}
+	TEST("write errors: RBP_EIO, errno saying why (the save raises that Errno)") {
+		struct rbt_rec recs[] = { { 5, RBT_REC(RBT_CALL, 1) }, { 1000, RBT_REC(RBT_RETURN, 1) } };
+		const char *labels[] = { NULL, "T.io" };
+		struct rbt_thread_window w = { .tid = TID, .main = 1, .recs = recs, .n = 2 };
+		struct rbt_trace tr = { .pid = TID, .start_ns = 1, .end_ns = 2000, .threads = &w,
+		                        .nthreads = 1, .labels = labels, .nlabels = 2 };
+		FILE *f = fopen("/dev/full", "w");
+		CHECK(f != NULL);
+		for (int fmt = RBT_PERFETTO; f && fmt <= RBT_JSON; fmt++) {
+			errno = 0;
+			CHECK_EQ_INT(rbt_write(f, &tr, (enum rbt_format)fmt), RBP_EIO);
+			CHECK_EQ_INT(errno, ENOSPC);
+			clearerr(f);
+		}
+		if (f)
+			fclose(f);
 	}
 	return harness_report();
 }

@@ -1,7 +1,9 @@
 /*
  * probe_gc.c - print the garbage collector's part of one `struct
  * rbp_layout` initializer (src/ruby/layout.h): where rb_objspace keeps its
- * phase and its heap pages, for the Ruby tree it is compiled against.
+ * phase and its heap pages (the objspace, darray and heap_page groups), for
+ * the Ruby tree it is compiled against.  Where rb_vm_t points at the
+ * objspace is rb_vm_t's, printed by probe.c.
  *
  * rb_objspace_t, struct heap_page and enum gc_mode are private to gc.c
  * (gc/default/default.c from 3.4 on, which gc.c includes), so this probe
@@ -24,10 +26,8 @@
 #undef during_gc
 
 #if V(3, 4)
-#define RBP_VM_OBJSPACE gc.objspace     /* rb_vm_t.gc.objspace */
 #define RBP_PAGES_DARRAY 1              /* heap_pages.sorted is an rb_darray */
 #else
-#define RBP_VM_OBJSPACE objspace        /* rb_vm_t.objspace */
 #define RBP_PAGES_DARRAY 0
 #if defined(ENABLE_VM_OBJSPACE) && !ENABLE_VM_OBJSPACE
 #error "this build keeps rb_objspace in a static variable, not in the VM"
@@ -45,51 +45,61 @@ int main(void)
 {
 	static rb_objspace_t os;
 
-	/* ---- the collector's phase ---- */
-	OFF("vm_objspace", rb_vm_t, RBP_VM_OBJSPACE);
+	group("objspace");   /* rb_objspace_t: the collector's phase, the page list */
 	memset(&os, 0, sizeof os);
 	os.flags.mode = 3;
-	bitfield("gc_mode", (const unsigned char *)&os, sizeof os);
+	bitfield("mode", (const unsigned char *)&os, sizeof os);
 	memset(&os, 0, sizeof os);
 	os.flags.during_gc = 1;
-	bitfield("gc_during_gc", (const unsigned char *)&os, sizeof os);
-	num("gc_mode_none", gc_mode_none);
-	num("gc_mode_marking", gc_mode_marking);
-	num("gc_mode_sweeping", gc_mode_sweeping);
+	bitfield("during_gc", (const unsigned char *)&os, sizeof os);
+	num("mode_none", gc_mode_none);
+	num("mode_marking", gc_mode_marking);
+	num("mode_sweeping", gc_mode_sweeping);
 #if V(3, 2)
-	num("gc_mode_compacting", gc_mode_compacting);
+	num("mode_compacting", gc_mode_compacting);
 #else
-	num("gc_mode_compacting", 255); /* no compacting mode before 3.2 */
+	num("mode_compacting", 255); /* no compacting mode before 3.2 */
 #endif
-
-	/* ---- heap pages ---- */
-	OFF("os_pages_sorted", rb_objspace_t, heap_pages.sorted);
+	OFF("pages_sorted", rb_objspace_t, heap_pages.sorted);
 #if RBP_PAGES_DARRAY
-	ABSENT("os_pages_count");
-	OFF("darray_len", rb_darray_meta_t, size);
-	num("darray_data", (long long)offsetof(__typeof__(*os.heap_pages.sorted), data));
+	ABSENT("pages_count");
 #else
-	OFF("os_pages_count", rb_objspace_t, heap_pages.allocated_pages);
-	ABSENT("darray_len");
-	ABSENT("darray_data");
+	OFF("pages_count", rb_objspace_t, heap_pages.allocated_pages);
 #endif
-	OFF("page_start", struct heap_page, start);
+	end_group();
+
+	group("darray");   /* rb_darray: heap_pages.sorted (3.4+) */
+#if RBP_PAGES_DARRAY
+	OFF("len", rb_darray_meta_t, size);
+	num("data", (long long)offsetof(__typeof__(*os.heap_pages.sorted), data));
+#else
+	ABSENT("len");
+	ABSENT("data");
+#endif
+	end_group();
+
+	group("heap_page");   /* struct heap_page */
+	OFF("start", struct heap_page, start);
 	SIZE_IS(struct heap_page, start, 8);
-	OFF("page_total_slots", struct heap_page, total_slots);
+	OFF("total_slots", struct heap_page, total_slots);
 	SIZE_IS(struct heap_page, total_slots, 2);
-	OFF("page_free_slots", struct heap_page, free_slots);
+	OFF("free_slots", struct heap_page, free_slots);
 	SIZE_IS(struct heap_page, free_slots, 2);
 #if V(3, 1)
-	OFF("page_slot_size", struct heap_page, slot_size);
+	OFF("slot_size", struct heap_page, slot_size);
 	SIZE_IS(struct heap_page, slot_size, 2);
 #else
-	ABSENT("page_slot_size");
+	ABSENT("slot_size");
 #endif
-#if V(3, 4)
+#if V(4, 1)
+	/* twelve pools of listed sizes (EACH_POOL_SLOT_SIZE): the smallest */
+	num("slot_size_base", pool_slot_sizes[0]);
+#elif V(3, 4)
 	num("slot_size_base", BASE_SLOT_SIZE);
 #else
 	num("slot_size_base", sizeof(RVALUE));
 #endif
-	num("heap_page_size", HEAP_PAGE_SIZE);
+	num("page_size", HEAP_PAGE_SIZE);
+	end_group();
 	return 0;
 }

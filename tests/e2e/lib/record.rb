@@ -217,10 +217,17 @@ module Record
       return "target threads left stopped: #{stopped.inspect} (state T/t)" unless stopped.empty?
       return nil unless busy
 
+      # a clock tick of CPU: within 0.3 s on a quiet machine; a busy one
+      # (load 30) may not schedule it that soon, a stopped one never will
       before = cpu_ticks
-      sleep 0.3
-      after = cpu_ticks
-      return "target no longer burns CPU (#{before.inspect} -> #{after.inspect} ticks in 0.3 s)" unless before && after && after > before
+      after = before
+      clock = -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+      t0 = clock.call
+      while before && after && after <= before && clock.call - t0 < 15
+        sleep 0.3
+        after = cpu_ticks
+      end
+      return "target no longer burns CPU (#{before.inspect} -> #{after.inspect} ticks in #{(clock.call - t0).round(1)} s)" unless before && after && after > before
 
       nil
     rescue Errno::ENOENT

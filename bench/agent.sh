@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench/agent.sh - what `rbpeek agent` costs at 100 Hz with 1, 10 and 50
+# busy Ruby processes (NS="1 10 50"), against `rbpeek record` of one of
+# the same processes measured in the same run (the cost of one read, the
+# reference).
+#
+# The busy processes (bench/targets.rb: one thread spinning 10 frames
+# deep, nice 19 so that they take only what the machine leaves) carry an
+# environment variable the agent is told to require (--require-env), so it
+# profiles them and nothing else of the machine.  The server is the test suite's stand-in for Pyroscope
+# (tests/e2e/fixtures/ingest_receiver.rb on loopback).  Per N: the agent's
+# CPU time (utime + stime from /proc/PID/stat) over SECS seconds once it
+# watches all N, as a share of one core, per sample (one read of one
+# process's stacks), and that as a ratio to record's CPU per sample; its
+# share of late (or skipped) ticks; its resident memory.  N=0 is the cost
+# of looking for Ruby processes alone (a /proc scan a second).
+#
+# Wall-clock CPU on a shared machine is noisy: read the ratios, and run it
+# on a quiet machine for absolute figures.
+set -u
+cd "$(dirname "$0")/.."
+RBPEEK=${RBPEEK:-build/rbpeek}
+SECS=${SECS:-10}
+NS=${NS:-0 1 10 50}
+RATE=100
+# PAUSE=1: the agent's --pause (the GVL's holder stopped for each read), and
+# record's default; else both read without stopping (record --nonblocking)
+PAUSE=${PAUSE:-0}
+agent_flags=() rec_flags=(--nonblocking)
+[ "$PAUSE" = 1 ] && agent_flags=(--pause) rec_flags=()
+[ "$(id -u)" = 0 ] || { echo "bench/agent.sh: needs root (the agent reads other processes)"; exit 0; }
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+mark=RBPEEK_AGENT_BENCH_$$
+
+
+ruby tests/e2e/fixtures/ingest_receiver.rb "$work" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+port=$(cat "$work/port")
+
+ticks_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # utime + stime, clock ticks
+hz=$(getconf CLK_TCK)
+metric() { curl -s "http://127.0.0.1:$1/metrics" 2>/dev/null | awk -v m="rbpeek_agent_$2" '$1 == m { print $2 }'; }
+command -v curl >/dev/null || metric() {
+	ruby -rsocket -e 's = TCPSocket.new("127.0.0.1", ARGV[0].to_i); s.write("GET /metrics HTTP/1.0\r\n\r\n")
+	  s.read.each_line { |l| k, v = l.split; puts v if k == "rbpeek_agent_#{ARGV[1]}" }' "$1" "$2"
+}
+
+busy=()
+start_busy() {   # up to n processes
+	while [ "${#busy[@]}" -lt "$1" ]; do
+		env "$mark=1" nice -n 19 ruby bench/targets.rb 10 1 >"$work/busy.$(( ${#busy[@]} )).out" 2>&1 &
+		busy+=($!)
+		pids+=($!)
+	done
+	local f
+	local i
+	for i in $(seq 0 $(( $1 - 1 ))); do
+		f=$work/busy.$i.out
+		for _ in $(seq 400); do grep -qs ready "$f" && break; sleep 0.05; done
+	done
+}
+
+# record one of the busy processes for SECS s: its CPU (the children's
+# time of a shell that waited for it) per sampling tick
+start_busy 1
+rec_cpu=$(bash -c '"$@" 2>"'"$work"'/rec.err"; awk -v hz='"$hz"' "{ print (\$16 + \$17) / hz }" /proc/$$/stat' \
+	_ "$RBPEEK" record "${rec_flags[@]}" --pid "${busy[0]}" -r $RATE -d "$SECS" -f collapsed -o "$work/rec.txt")
+rec_ticks=$(sed -n 's/.*: \([0-9]*\) samples in .*/\1/p' "$work/rec.err" | head -1)
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $([ "$PAUSE" = 1 ] && echo "--pause" || echo "nothing stopped")"
+printf '%-6s %10s %14s %16s %10s %8s %9s\n' procs "agent CPU" "per sample" "vs record" "late" "RSS" "samples"
+per_rec=""
+if [ -n "$rec_ticks" ] && [ "$rec_ticks" -gt 0 ]; then
+	per_rec=$(awk -v c="$rec_cpu" -v t="$rec_ticks" 'BEGIN { printf "%.1f", c / t * 1e6 }')
+	printf '%-6s %9.2f%% %12s us %16s %10s %8s %9s\n' "record" \
+		"$(awk -v c="$rec_cpu" -v s="$SECS" 'BEGIN { print c / s * 100 }')" "$per_rec" "1.00" "-" "-" "$rec_ticks"
+fi
+
+for n in $NS; do
+	start_busy "$n"
+	req=$mark
+	[ "$n" = 0 ] && req=${mark}_NONE   # nothing carries it: the scans alone
+	"$RBPEEK" agent --server "http://127.0.0.1:$port" --rate $RATE --interval 5 \
+		"${agent_flags[@]}" --require-env "$req" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
+	agent=$!
+	pids+=($agent)
+	mport=""
+	for _ in $(seq 200); do
+		mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/agent.$n.err" 2>/dev/null)
+		[ -n "$mport" ] && break
+		sleep 0.05
+	done
+	for _ in $(seq 1200); do
+		[ "$(metric "$mport" processes_watched)" = "$n" ] && break
+		sleep 0.1
+	done
+	if [ "$(metric "$mport" processes_watched)" != "$n" ]; then
+		echo "$n: the agent did not watch all $n processes within 120 s (a loaded machine?)"
+		kill -INT $agent; wait $agent 2>/dev/null
+		continue
+	fi
+	t0=$(metric "$mport" ticks_total); l0=$(metric "$mport" ticks_late_total); c0=$(ticks_of $agent)
+	s0=$(metric "$mport" samples_total)
+	sleep "$SECS"
+	t1=$(metric "$mport" ticks_total); l1=$(metric "$mport" ticks_late_total); c1=$(ticks_of $agent)
+	s1=$(metric "$mport" samples_total)
+	rss=$(metric "$mport" resident_memory_bytes)
+	kill -INT $agent
+	wait $agent 2>/dev/null
+	awk -v c0="$c0" -v c1="$c1" -v hz="$hz" -v s="$SECS" -v n="$n" -v t0="$t0" -v t1="$t1" \
+	    -v l0="$l0" -v l1="$l1" -v s0="$s0" -v s1="$s1" -v rec="${per_rec:-0}" -v rss="$rss" 'BEGIN {
+		cpu = (c1 - c0) / hz; ticks = t1 - t0
+		per = s1 > s0 ? cpu / (s1 - s0) * 1e6 : 0
+		ratio = "-"
+		if (rec > 0) ratio = sprintf("%.2f", per / rec)
+		late = ticks > 0 ? (l1 - l0) / ticks * 100 : 0
+		printf "%-6d %9.2f%% %12.1f us %16s %9.1f%% %6.1fM %9d\n", n, cpu / s * 100, per, ratio, late, rss / 1048576, s1 - s0 }'
+done

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * framecap.bpf.c - copy a thread's interpreter frames in the kernel at the
+ * moment a uprobe fires (loaded by src/proc/framecap.c; see framecap.h
+ * there for the whole story).  Compiled by clang -target bpf, embedded in
+ * rbpeek as a libbpf skeleton.
+ *
+ * At each hit, a program:
+ *   1. draws a random number and goes on only when it is below config.pick
+ *      (the user keeps the number of copies per second bounded);
+ *   2. looks the thread id, as the reader's PID namespace numbers it, up in
+ *      the threads map (tid -> thread descriptor address, filled by user
+ *      space);
+ *   3. reads the execution context from the thread (at every hit: a fiber
+ *      switch changes it), then the ec's head: cfp, vm_stack, vm_stack_size;
+ *   4. copies the control frames [cfp, vm_stack + size), at most
+ *      FC_MAX_FRAMES of them, in one read, then each frame's three
+ *      environment words (ep[-2..0]);
+ *   5. emits the record through the per-CPU perf ring of the events map.
+ * It always returns 1: the uprobe's own perf sample (the exact counts) is
+ * written as before; the program only adds.
+ *
+ * One program per probe (probe0..probe7, the unused ones not loaded): the
+ * probe's number is a constant in each, its argument register comes from
+ * the read-only data, as does the layout; both are set before load, so the
+ * verifier sees them as constants and drops the branches not taken.
+ * Only UAPI headers: no vmlinux.h, no CO-RE (the program reads user memory
+ * and the uprobe's registers, nothing of the kernel's).  x86-64.
+ */
+#include <linux/bpf.h>
+#include <linux/types.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+
+#include "framecap_record.h"
+#include "frames.bpf.h"
+
+/* Set by the loader before load (read-only afterwards). */
+const volatile struct fc_layout layout;
+const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0 %rdi, 1 %rsi, 2 %rdx */
+const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
+
+struct config {
+	__u32 pick;              /* copy when bpf_get_prandom_u32() < pick */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);      /* tid */
+	__type(value, __u64);    /* thread descriptor (rb_thread_t *) */
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+FC_SCRATCH_MAP(scratch);
+
+/* One BPF-output perf event per CPU, each with its ring (set by the loader). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} events SEC(".maps");
+
+/*
+ * The probe's argument register.  The three are read at fixed offsets (the
+ * verifier refuses a context read at a computed one, which is what clang
+ * would make of a switch over them); the empty asm keeps the reads apart.
+ */
+static __always_inline __u64 arg_of(const struct pt_regs *regs, __u32 probe)
+{
+	__u64 rdi = regs->rdi, rsi = regs->rsi, rdx = regs->rdx;
+
+	asm volatile("" : "+r"(rdi), "+r"(rsi), "+r"(rdx));
+	return arg_reg[probe] == 1 ? rsi : arg_reg[probe] == 2 ? rdx : rdi;
+}
+
+static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
+{
+	struct fc_layout L = layout;
+	struct bpf_pidns_info ns;
+	struct config *cfg;
+	struct fc_record *rec;
+	__u64 *thread;
+	__u32 zero = 0, tid, size;
+
+	/* 1. sampling */
+	__u32 r = bpf_get_prandom_u32();
+	if (!(cfg = bpf_map_lookup_elem(&config, &zero)) || r >= cfg->pick)
+		return 1;
+	/* 2. the thread (rbpeek may run in a container: its own namespace's tids) */
+	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+		return 1;
+	tid = ns.pid;
+	if (!(thread = bpf_map_lookup_elem(&threads, &tid)))
+		return 1;
+	if (!(rec = bpf_map_lookup_elem(&scratch, &zero)))
+		return 1;
+	rec->tid = tid;
+	rec->probe = probe;
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->arg = arg_of(regs, probe);
+	/* 3, 4. the execution context, the frames and their environments */
+	if (!(size = fc_copy(rec, &L, *thread)))
+		return 1;
+	/* 5. out */
+	bpf_perf_event_output(regs, &events, BPF_F_CURRENT_CPU, rec, size);
+	return 1;
+}
+
+#define PROBE(i) \
+	SEC("kprobe") int probe##i(struct pt_regs *regs) { return copy_frames(regs, i); }
+PROBE(0)
+PROBE(1)
+PROBE(2)
+PROBE(3)
+PROBE(4)
+PROBE(5)
+PROBE(6)
+PROBE(7)
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,51 @@
+/*
+ * framecap_record.h - what the frame-copying eBPF program
+ * (src/bpf/framecap.bpf.c) and its loader (src/proc/framecap.c) share:
+ * the layout of the interpreter's structures the program is given before
+ * load, and the record it emits.  Plain fixed-width types only: this header
+ * is compiled both by clang -target bpf and by the host compiler.
+ */
+#ifndef RBP_BPF_FRAMECAP_RECORD_H
+#define RBP_BPF_FRAMECAP_RECORD_H
+
+#include <linux/types.h>
+
+#define FC_MAX_FRAMES 256   /* control frames copied per hit (RBP_FRAMECAP_MAX_FRAMES) */
+#define FC_MAX_PROBES 8     /* programs in the object, one per probe */
+#define FC_MAX_CFP 96       /* largest control frame the record has room for (a per-CPU
+                             * map value is at most 32 KiB) */
+#define FC_EC_HEAD 64       /* bytes of the execution context copied */
+#define FC_ENV_WORDS 3      /* ep[-2], ep[-1], ep[0] per frame */
+
+/* Where things are in the interpreter's structures (bytes); see rbp_framecap_layout. */
+struct fc_layout {
+	__s32 thread_ec;         /* in the thread: the ec pointer (or the ec itself) */
+	__u32 ec_embedded;       /* 1: thread + thread_ec is the ec */
+	__u32 ec_vm_stack;       /* in the ec: the VM stack (pointer) */
+	__u32 ec_vm_stack_size;  /* ... its size in words */
+	__u32 ec_cfp;            /* ... the innermost control frame (pointer) */
+	__u32 cfp_size;          /* one control frame */
+	__u32 cfp_ep;            /* in a control frame: its environment pointer */
+};
+
+/*
+ * One copy.  Only the first FC_HDR + n * (cfp_size + 24) bytes are emitted:
+ * n control frames (innermost first, cfp_size bytes each) then, for each,
+ * its three environment words.
+ */
+struct fc_record {
+	__u32 tid;               /* as the reader's PID namespace numbers it */
+	__u32 probe;             /* which program (one per probe) fired */
+	__u64 time_ns;           /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 arg;               /* the probe's argument register */
+	__u64 cfp;               /* address the frames were copied from */
+	__u32 n_frames;
+	__u32 truncated;         /* more than FC_MAX_FRAMES: outermost dropped */
+	__u64 ec;                /* the execution context (scratch) */
+	__u8 ec_head[FC_EC_HEAD];
+	__u8 data[FC_MAX_FRAMES * (FC_MAX_CFP + 8 * FC_ENV_WORDS)];
+};
+
+#define FC_HDR 112           /* offsetof(struct fc_record, data) */
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * frames.bpf.h - the frame copy both eBPF programs make (framecap.bpf.c at
+ * a uprobe, oncpu.bpf.c at a timer tick): from a thread descriptor, its
+ * execution context, the control frames [cfp, vm_stack + size) and each
+ * frame's environment words, into a struct fc_record (framecap_record.h).
+ * Included by the .bpf.c files only (restricted C).
+ */
+#ifndef RBP_BPF_FRAMES_BPF_H
+#define RBP_BPF_FRAMES_BPF_H
+
+#include "framecap_record.h"
+
+/* The per-CPU record being built: too big for a program's 512-byte stack. */
+#define FC_SCRATCH_MAP(name)                            \
+	struct {                                        \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \
+		__uint(max_entries, 1);                 \
+		__type(key, __u32);                     \
+		__type(value, struct fc_record);        \
+	} name SEC(".maps")
+
+/*
+ * Copy thread th's frames into rec (tid, probe, time and arg are the
+ * caller's).  Returns the bytes of rec to emit, 0 when there is nothing
+ * (no such memory, a thread not started, a layout out of bounds).  The
+ * layout's bounds are checked here: where it is constant (read-only data)
+ * the verifier drops the checks, where it comes from a map they are what
+ * lets the verifier accept the variable offsets.
+ */
+static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layout *L, __u64 th)
+{
+	__u32 cs = L->cfp_size, cfp_ep = L->cfp_ep;
+	__u32 o_cfp = L->ec_cfp, o_stack = L->ec_vm_stack, o_size = L->ec_vm_stack_size;
+	__u64 cfp, stack, end, n;
+
+	if (cs < 8 || cs > FC_MAX_CFP || cfp_ep > cs - 8 || o_cfp > FC_EC_HEAD - 8 ||
+	    o_stack > FC_EC_HEAD - 8 || o_size > FC_EC_HEAD - 8)
+		return 0;
+	/* the execution context (read at every hit: a fiber switch changes it) and its head */
+	rec->ec = th + L->thread_ec;
+	if (!L->ec_embedded && bpf_probe_read_user(&rec->ec, sizeof(rec->ec), (void *)rec->ec))
+		return 0;
+	if (bpf_probe_read_user(rec->ec_head, sizeof(rec->ec_head), (void *)rec->ec))
+		return 0;
+	cfp = *(__u64 *)(rec->ec_head + o_cfp);
+	stack = *(__u64 *)(rec->ec_head + o_stack);
+	end = stack + (*(__u64 *)(rec->ec_head + o_size) << 3);
+	if (!cfp || cfp > end)   /* not started, or garbage */
+		return 0;
+	rec->cfp = cfp;
+	/* the frames, in one read */
+	n = (end - cfp) / cs;
+	rec->truncated = n > FC_MAX_FRAMES;
+	if (n > FC_MAX_FRAMES)
+		n = FC_MAX_FRAMES;
+	rec->n_frames = n;
+	if (bpf_probe_read_user(rec->data, n * cs, (void *)cfp))
+		return 0;
+	/*
+	 * each frame's environment words, after the frames; a failed read
+	 * leaves zeros (the helper clears its destination), which the reader
+	 * skips
+	 */
+	__u8 *env = rec->data + n * cs;
+	for (__u32 i = 0; i < FC_MAX_FRAMES && i < n; i++) {
+		__u64 ep = *(__u64 *)(rec->data + i * cs + cfp_ep);
+		bpf_probe_read_user(env + i * 8 * FC_ENV_WORDS, 8 * FC_ENV_WORDS, (void *)(ep - 16));
+	}
+	return FC_HDR + n * (cs + 8 * FC_ENV_WORDS);
+}
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * bpfopt.c - --sampler=ptrace|bpf for record and top: the choice, and the
+ * in-kernel sampler set up for it with the one warning when it cannot be.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "profile/bpfsampler.h"
+#include "util/err.h"
+
+int cli_sampler_opt(const char *cmd, const char *arg, int *bpf)
+{
+	if (!strcmp(arg, "ptrace"))
+		*bpf = 0;
+	else if (!strcmp(arg, "bpf"))
+		*bpf = 1;
+	else
+		return cli_usage_error(cmd, "invalid sampler '%s' (ptrace or bpf)", arg);
+	return 0;
+}
+
+struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz)
+{
+	struct rbp_bpf_sampler *s = NULL;
+	char why[768];
+	int err;
+
+	if (!(err = rbp_bpf_sampler_open(rate_hz, &s, why, sizeof(why))) &&
+	    (err = rbp_bpf_sampler_watch(s, t, vm)))
+		snprintf(why, sizeof(why), "cannot watch process %d: %s", (int)t->pid,
+			 rbp_strerror(err));
+	if (!err)
+		return s;
+	rbp_bpf_sampler_close(s);
+	fprintf(stderr, "rbpeek: warning: --sampler=bpf: %s; sampling with ptrace instead%s\n", why,
+		err == RBP_EPERM ? " (eBPF needs root, or CAP_BPF and CAP_PERFMON)" : "");
+	return NULL;
+}

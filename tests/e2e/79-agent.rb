@@ -1,0 +1,445 @@
+# frozen_string_literal: true
+# e2e-timeout: 420
+#
+# 79-agent.rb - rbpeek agent against a stand-in for Pyroscope.  No
+# Pyroscope server can be installed on these machines (it is not packaged
+# for Debian), so the server here is tests/e2e/fixtures/ingest_receiver.rb,
+# a receiver on loopback that speaks Pyroscope's documented ingest API
+# (POST /ingest?name=APP{labels}&from&until&format=pprof...) and stores
+# every payload; each payload is then read with `go tool pprof`.  The test
+# names say "standin-pyroscope" for that reason.
+#
+# The agent runs with --require-env set to a variable only this file's
+# processes carry, so that it leaves alone the other Ruby processes of a
+# shared machine (other tests' targets).
+#
+#   agent/standin-pyroscope/processes   ~20 busy Ruby processes (the host's
+#       Ruby and the chroot Rubies of tools/setup-rubies.sh, some of them in
+#       a PID namespace of their own: unshare -pf), half started before the
+#       agent and half while it runs, some stopped while it runs: every one
+#       has profiles, labelled with its service_name (PYROSCOPE_APPLICATION_NAME,
+#       OTEL_SERVICE_NAME, else its script's name), host pid, namespace pid
+#       (in a PID namespace), container id (one is moved into a cgroup named
+#       like a Docker container's), Ruby version and the user's label, and its own
+#       busy method has most of its samples (go tool pprof -top on all its
+#       payloads merged); the agent stops watching the ones that exit
+#       (processes_watched on the metrics endpoint).
+#   agent/standin-pyroscope/server-down-slow-500   the receiver down, then
+#       too slow (past --timeout), then answering 500, then well: the agent
+#       never crashes, its memory stays bounded (RSS from the metrics), it
+#       drops the oldest profiles and counts them, it logs one line going
+#       down and one coming back, and profiles arrive again.  Its options
+#       come from a --config file here (with pause = yes: the GVL's
+#       holder stopped for each read), and `rbpeek agent --status` reads
+#       its state while the server is down.
+#   agent/usage-errors   no --server, https, bad values, a bad config
+#       file: exit 2 with the reason; --status with no agent there, and a
+#       --metrics address in use: exit 1.
+require_relative "lib/chroot"
+require "socket"
+require "tmpdir"
+require "uri"
+include E2E
+
+PROCS = "agent/standin-pyroscope/processes"
+OUTAGE = "agent/standin-pyroscope/server-down-slow-500"
+USAGE = "agent/usage-errors"
+RECEIVER = File.join(__dir__, "fixtures", "ingest_receiver.rb")
+exit 0 if skip_without_rbpeek([PROCS, OUTAGE, USAGE])
+
+check(USAGE) do |probs|
+  dir = Dir.mktmpdir("rbpeek-agent-usage-", OUT)
+  bad_conf = File.join(dir, "bad.conf")
+  File.write(bad_conf, "server = http://127.0.0.1:4040\n\nfrobnicate = 3\n")
+  free = TCPServer.open("127.0.0.1", 0) { |srv| srv.addr[1] }
+  taken = TCPServer.new("127.0.0.1", 0)
+  {
+    [] => [2, "--server URL is required"],
+    %w[--server https://pyro.example] => [2, "relay"],
+    %w[--server http://127.0.0.1:4040 --rate 0] => [2, "--rate '0'"],
+    %w[--server http://127.0.0.1:4040 --label nokey] => [2, "KEY=VALUE"],
+    %w[--server http://127.0.0.1:4040 extra] => [2, "unexpected argument"],
+    ["--config", File.join(dir, "none.conf")] => [2, "cannot read the config file"],
+    ["--config", bad_conf] => [2, "line 3: unknown key 'frobnicate'"],
+    ["--status", "--metrics", "127.0.0.1:#{free}"] => [1, "no agent answers"],
+    ["--status"] => [2, "--status needs"],
+    ["--server", "http://127.0.0.1:#{free}", "--metrics", "127.0.0.1:#{taken.addr[1]}"] => [1, "cannot listen"],
+  }.each do |args, (code, text)|
+    r = rbpeek("agent", *args)
+    if r.status != code || !r.stderr.include?(text)
+      probs << "rbpeek agent #{args.join(' ')}: #{r.describe}; expected exit #{code} saying #{text.inspect}"
+    end
+  end
+  taken.close
+  FileUtils.rm_rf(dir)
+  nil
+end
+
+unless root?
+  [PROCS, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
+  finish
+end
+# go tool pprof reads the payloads: Debian's golang-go, installed when
+# missing (as tests/formats/20-clients.sh does)
+unless system("command -v go >/dev/null 2>&1")
+  run(%w[apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go], timeout: 600,
+      env: { "DEBIAN_FRONTEND" => "noninteractive" })
+end
+unless system("command -v go >/dev/null 2>&1")
+  [PROCS, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
+  finish
+end
+
+WORK = Dir.mktmpdir("rbpeek-agent-", OUT)
+at_exit { FileUtils.rm_rf(WORK) }
+GOHOME = File.join(WORK, "gohome")
+FileUtils.mkdir_p(GOHOME)
+MARK = "RBPEEK_AGENT_TEST_#{$$}"
+T_LIMIT = 90 # seconds any single wait may take on a loaded machine
+
+def now
+  Process.clock_gettime(Process::CLOCK_MONOTONIC)
+end
+
+def wait_for(what, limit = T_LIMIT)
+  t0 = now
+  until (v = yield)
+    raise "timed out after #{limit} s waiting for #{what}" if now - t0 > limit
+
+    sleep 0.2
+  end
+  v
+end
+
+# A receiver writing into dir; returns [pid, port].
+def start_receiver(dir, port = nil)
+  FileUtils.mkdir_p(dir)
+  FileUtils.rm_f(File.join(dir, "port"))
+  pid = Process.spawn(RUBY, RECEIVER, dir, *(port ? [port.to_s] : []),
+                      out: File.join(dir, "receiver.out"), err: File.join(dir, "receiver.err"))
+  register_pid(pid)
+  p = wait_for("the receiver to listen") { File.exist?(File.join(dir, "port")) && File.read(File.join(dir, "port")).to_i }
+  [pid, p]
+end
+
+# The agent in the background, stderr to a file; returns [pid, metrics port].
+def start_agent(args, err)
+  pid = Process.spawn(RBPEEK, "agent", "--require-env", MARK, "--metrics", "127.0.0.1:0", *args.map(&:to_s),
+                      out: File::NULL, err: err)
+  register_pid(pid)
+  port = wait_for("the agent's metrics address") { File.read(err)[%r{metrics at http://127\.0\.0\.1:(\d+)/}, 1]&.to_i }
+  [pid, port]
+end
+
+def metrics(port)
+  s = TCPSocket.new("127.0.0.1", port)
+  s.write("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+  body = s.read.split("\r\n\r\n", 2)[1].to_s
+  s.close
+  body.lines.grep_v(/^#/).to_h { |l| k, v = l.split; [k.sub("rbpeek_agent_", ""), v.to_f] }
+end
+
+# Stop the agent with SIGINT; its exit status.
+def stop_agent(pid)
+  Process.kill("INT", pid)
+  t0 = now
+  loop do
+    _, st = Process.waitpid2(pid, Process::WNOHANG)
+    return st if st
+    raise "the agent did not stop within 60 s of SIGINT" if now - t0 > 60
+
+    sleep 0.1
+  end
+end
+
+# Payloads the receiver stored: [{params:, file:}]
+def payloads(dir)
+  Dir.glob(File.join(dir, "*.pb")).sort.map do |pb|
+    meta = JSON.parse(File.read(pb.sub(/\.pb\z/, ".json")))
+    name = meta["params"]["name"]
+    service, labels = name.match(/\A([^{]*)\{(.*)\}\z/)&.captures
+    { file: pb, params: meta["params"], service: service,
+      labels: labels.to_s.split(",").to_h { |kv| kv.split("=", 2) } }
+  end
+end
+
+def pprof_top(files)
+  r = run(["go", "tool", "pprof", "-top", "-sample_index=samples", "-nodecount=100000",
+           "-nodefraction=0", "-edgefraction=0", *files],
+          env: { "HOME" => GOHOME, "GOCACHE" => File.join(GOHOME, "cache") }, timeout: 180)
+  raise "go tool pprof #{r.describe}" unless r.status&.zero?
+
+  total = r.stdout[/Total samples = (\d+)/, 1].to_i
+  rows = r.stdout.lines.filter_map do |l|
+    m = l.match(/^\s*(\d+)\s+([\d.]+)%\s+[\d.]+%\s+(\d+)\s+([\d.]+)%\s+(.*)$/)
+    m && { flat: m[1].to_i, flat_pct: m[2].to_f, cum: m[3].to_i, name: m[5].strip }
+  end
+  [total, rows]
+end
+
+# A busy script whose hot method is busy_TAG (a while loop: the method is the leaf).
+def write_script(dir, tag)
+  FileUtils.mkdir_p(dir)
+  path = File.join(dir, "#{tag}.rb")
+  File.write(path, <<~RUBY)
+    def busy_#{tag}
+      i = 0
+      while true
+        i += 1
+      end
+    end
+    $stdout.sync = true
+    puts "ready"
+    busy_#{tag}
+  RUBY
+  path
+end
+
+Proc1 = Struct.new(:tag, :ruby, :version, :how, :env_kind, :pid, :launcher, :service, :ns_pid, :stopped, :container)
+
+# Start one busy process; how: :host, :chroot, :unshare (own PID namespace).
+def launch(p, ruby)
+  env = { MARK => "1" }
+  case p.env_kind
+  when :pyroscope then env["PYROSCOPE_APPLICATION_NAME"] = p.service = "pyro_#{p.tag}"
+  when :otel then env["OTEL_SERVICE_NAME"] = p.service = "otel_#{p.tag}"
+  else p.service = p.tag
+  end
+  inner = "/tmp/rbpeek-agent-#{$$}"
+  if ruby
+    script = write_script(File.join(ruby.dir, inner), p.tag)
+    argv = ["chroot", ruby.dir, ruby.bin, File.join(inner, File.basename(script))]
+  else
+    script = write_script(File.join(WORK, "scripts"), p.tag)
+    argv = [RUBY, script]
+  end
+  argv = ["unshare", "--pid", "--fork", "--kill-child", *argv] if p.how == :unshare
+  argv = ["nice", "-n", "19", *argv] # busy, but not at the expense of the machine's other work
+  log = File.join(WORK, "#{p.tag}.out")
+  p.launcher = Process.spawn(env, *argv, out: log, err: log)
+  register_pid(p.launcher)
+  wait_for("#{p.tag} to start") { File.read(log).include?("ready") }
+  p.pid = if p.how == :unshare
+            wait_for("#{p.tag}'s Ruby under unshare") do
+              kids = Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
+                st = File.read(f) rescue next # rubocop:disable Style/RescueModifier
+                f[%r{/proc/(\d+)/}, 1].to_i if st.split(") ", 2)[1]&.split&.at(1).to_i == p.launcher
+              end
+              kids.first
+            end
+          else
+            p.launcher
+          end
+  p.ns_pid = p.how == :unshare ? 1 : p.pid
+end
+
+CONTAINER_ID = format("%064x", 0xfeed_0000 + $$) # what Docker's ids look like: 64 hex digits
+CGROUP_ROOT = "/sys/fs/cgroup/unified"
+CGROUP_DIR = File.join(CGROUP_ROOT, "rbpeek-agent-test-#{$$}")
+
+# Move p into a cgroup named like a Docker container's (cgroup v2), so that
+# /proc/PID/cgroup carries a container id; nil, or why it could not be done.
+def in_container_cgroup(p)
+  return "no cgroup v2 at #{CGROUP_ROOT}" unless File.exist?(File.join(CGROUP_ROOT, "cgroup.procs"))
+
+  dir = File.join(CGROUP_DIR, "docker-#{CONTAINER_ID}.scope")
+  FileUtils.mkdir_p(dir)
+  File.write(File.join(dir, "cgroup.procs"), p.pid.to_s)
+  p.container = CONTAINER_ID
+  nil
+rescue SystemCallError => e
+  "cannot make a container's cgroup: #{e.message}"
+end
+
+at_exit do
+  Dir.glob(File.join(CGROUP_DIR, "*")).each { |d| Dir.rmdir(d) rescue nil } # rubocop:disable Style/RescueModifier
+  Dir.rmdir(CGROUP_DIR) rescue nil # rubocop:disable Style/RescueModifier
+end
+
+def stop_proc(p)
+  kill_pid(p.launcher)
+  p.stopped = true
+end
+
+def versions_ok(found, p)
+  found == p.version
+end
+
+# ---- agent/standin-pyroscope/processes --------------------------------------
+check(PROCS) do |probs|
+  rubies, missing = Chroots.prepare(timeout: 120)
+  host_version = `#{RUBY} -e 'print RUBY_VERSION'`
+  kinds = %i[pyroscope otel plain]
+  procs = []
+  8.times do |i|
+    procs << Proc1.new("host#{i}", nil, host_version, i < 6 ? :host : :unshare, kinds[i % 3])
+  end
+  rubies.each do |r|
+    4.times do |i|
+      procs << Proc1.new("r#{r.xy.delete('.')}n#{i}", r, r.version, i == 3 ? :unshare : :chroot, kinds[(i + 1) % 3])
+    end
+  end
+  note = missing.empty? ? nil : "without #{missing.keys.map { |v| "ruby#{v}" }.join(', ')} (#{missing.values.first})"
+  dir = File.join(WORK, "procs")
+  rpid, rport = start_receiver(dir)
+  early, late = procs.partition.with_index { |_, i| i.even? }
+  early.each { |p| launch(p, p.ruby) }
+  cgroup_note = in_container_cgroup(procs.first)
+  apid, mport = start_agent(["--server", "http://127.0.0.1:#{rport}", "--interval", "2", "--label", "team=e2e"],
+                            File.join(WORK, "procs-agent.err"))
+  # let the agent see the first half, then start the rest while it runs
+  wait_for("the agent to watch the first #{early.size} processes") { metrics(mport)["processes_watched"].to_i >= early.size }
+  late.each { |p| launch(p, p.ruby) }
+  wait_for("the agent to watch all #{procs.size} processes") { metrics(mport)["processes_watched"].to_i >= procs.size }
+  # a profile from every process, then stop a third of them while it runs
+  wait_for("a profile from every process") do
+    seen = payloads(dir).map { |pl| pl[:labels]["pid"].to_i }
+    procs.all? { |p| seen.include?(p.pid) }
+  end
+  gone = procs.select.with_index { |_, i| (i % 3).zero? }
+  gone.each { |p| stop_proc(p) }
+  running = procs.size - gone.size
+  wait_for("processes_watched to drop to #{running}") { metrics(mport)["processes_watched"].to_i == running }
+  sent_before = metrics(mport)["profiles_sent_total"]
+  wait_for("two more intervals") { metrics(mport)["profiles_sent_total"] >= sent_before + 2 * running }
+  st = stop_agent(apid)
+  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
+  kill_pid(rpid)
+  bad = File.join(dir, "bad.log")
+  probs << "the receiver refused requests: #{File.read(bad)[0, 300]}" if File.exist?(bad)
+
+  all = payloads(dir)
+  mine = procs.map(&:pid)
+  strays = all.reject { |pl| mine.include?(pl[:labels]["pid"].to_i) }
+  probs << "#{strays.size} payloads from processes this test did not start (--require-env ignored?)" unless strays.empty?
+  procs.each do |p|
+    pls = all.select { |pl| pl[:labels]["pid"].to_i == p.pid }
+    where = "#{p.tag} (pid #{p.pid}, #{p.how}, ruby #{p.version})"
+    if pls.empty?
+      probs << "#{where}: no profile"
+      next
+    end
+    pl = pls.first
+    probs << "#{where}: service #{pl[:service].inspect}, expected #{p.service.inspect}" unless pl[:service] == p.service
+    probs << "#{where}: ruby_version #{pl[:labels]['ruby_version'].inspect}" unless versions_ok(pl[:labels]["ruby_version"], p)
+    probs << "#{where}: team label #{pl[:labels]['team'].inspect}" unless pl[:labels]["team"] == "e2e"
+    probs << "#{where}: no hostname label" if pl[:labels]["hostname"].to_s.empty?
+    cid = pl[:labels]["container_id"]
+    probs << "#{where}: container_id #{cid.inspect}, expected #{p.container.inspect}" unless cid == p.container
+    ns = pl[:labels]["namespace_pid"]
+    if p.how == :unshare
+      probs << "#{where}: namespace_pid #{ns.inspect}, expected 1" unless ns == "1"
+    elsif ns
+      probs << "#{where}: namespace_pid #{ns.inspect} outside a PID namespace"
+    end
+    if pls.any? { |x| x[:params]["format"] != "pprof" || x[:params]["sampleRate"] != "100" || x[:params]["from"].to_i > x[:params]["until"].to_i }
+      probs << "#{where}: bad ingest parameters #{pls.map { |x| x[:params] }.first(2).inspect}"
+    end
+    total, rows = pprof_top(pls.map { |x| x[:file] })
+    hot = rows.find { |r| r[:name].include?("busy_#{p.tag}") }
+    others = rows.select { |r| r[:name] =~ /busy_(?!#{p.tag}\b)/ }
+    if total.zero? || !hot
+      probs << "#{where}: busy_#{p.tag} not in its profile (#{total} samples: #{rows.first(3).map { |r| r[:name] }})"
+    elsif hot[:flat] * 2 < total
+      probs << "#{where}: busy_#{p.tag} has #{hot[:flat]} of #{total} samples (#{rows.first(3).map { |r| "#{r[:name]} #{r[:flat]}" }})"
+    end
+    probs << "#{where}: other processes' methods in its profile: #{others.map { |r| r[:name] }}" unless others.empty?
+  end
+  by_kind = procs.group_by(&:how).transform_values(&:size)
+  versions = procs.map(&:version).uniq.sort
+  cgroup_note = cgroup_note ? "container_id not checked: #{cgroup_note}" : "one in a container's cgroup"
+  [note, cgroup_note, "#{procs.size} processes (#{by_kind.map { |k, v| "#{v} #{k}" }.join(', ')}; Ruby #{versions.join(', ')}), " \
+         "#{gone.size} stopped while watched, #{all.size} payloads"].compact.join("; ")
+ensure
+  procs&.each { |p| kill_pid(p.launcher) if p.launcher }
+end
+
+# ---- agent/standin-pyroscope/server-down-slow-500 ---------------------------
+check(OUTAGE) do |probs|
+  dir = File.join(WORK, "outage")
+  FileUtils.mkdir_p(dir)
+  port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # free now: nothing listens there
+  procs = 3.times.map { |i| Proc1.new("out#{i}", nil, nil, :host, :plain) }
+  procs.each { |p| launch(p, nil) }
+  err = File.join(WORK, "outage-agent.err")
+  conf = File.join(WORK, "agent.conf")
+  File.write(conf, <<~CONF)
+    # the outage test's options
+    server = http://127.0.0.1:#{port}
+    interval = 1
+    timeout = 2
+    backoff-max = 2
+    max-pending = 5
+    label = phase=outage
+    pause = yes
+  CONF
+  apid, mport = start_agent(["--config", conf], err)
+  rss = []
+  sample = lambda do
+    m = metrics(mport)
+    rss << m["resident_memory_bytes"]
+    probs << "#{m['pending_profiles'].to_i} profiles pending, over --max-pending 5" if m["pending_profiles"] > 5
+    m
+  end
+  # down: nothing listens
+  wait_for("profiles dropped while the server is down") { sample.call["profiles_dropped_total"].positive? }
+  down = sample.call
+  probs << "no failed sends counted while down" unless down["send_failures_total"].positive?
+  st = rbpeek("agent", "--status", "--metrics", "127.0.0.1:#{mport}")
+  unless st.status&.zero? && st.stdout.include?("server DOWN") && st.stdout =~ /[1-9]\d* dropped/
+    probs << "rbpeek agent --status while down: #{st.describe}: #{st.stdout.inspect}"
+  end
+  # slow: answers after 4 s, past --timeout 2
+  File.write(File.join(dir, "mode"), "slow 4")
+  rpid, = start_receiver(dir, port)
+  f0 = sample.call["send_failures_total"]
+  wait_for("sends timing out against the slow server") { sample.call["send_failures_total"] >= f0 + 2 }
+  # 500
+  File.write(File.join(dir, "mode"), "error")
+  f1 = sample.call["send_failures_total"]
+  wait_for("sends failing with 500") { sample.call["send_failures_total"] >= f1 + 2 }
+  errs = sample.call
+  # well again
+  sent0 = errs["profiles_sent_total"]
+  File.write(File.join(dir, "mode"), "ok")
+  wait_for("profiles to flow again") { sample.call["profiles_sent_total"] >= sent0 + 6 }
+  wait_for("every process's profile after the outage") do
+    seen = payloads(dir).map { |pl| pl[:labels]["pid"].to_i }
+    procs.all? { |p| seen.include?(p.pid) }
+  end
+  last = sample.call
+  alive = begin
+    Process.kill(0, apid)
+  rescue Errno::ESRCH
+    false
+  end
+  probs << "the agent died during the outage" unless alive
+  st = stop_agent(apid)
+  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
+  kill_pid(rpid)
+  log = File.read(err)
+  downs = log.lines.grep(/: down \(/)
+  ups = log.lines.grep(/: up again/)
+  probs << "#{downs.size} 'down' lines in the log, expected 1 (one per state change):\n#{downs.join}" unless downs.size == 1
+  probs << "#{ups.size} 'up again' lines in the log, expected 1:\n#{log}" unless ups.size == 1
+  probs << "not one failure per attempt logged: #{last['send_failures_total'].to_i} failures" unless last["send_failures_total"] > 2
+  max_rss = rss.max.to_i
+  # valgrind and the sanitizers add their own hundreds of MiB
+  instrumented = VALGRIND || run(["ldd", RBPEEK_BINARY]).stdout.include?("libasan")
+  limit = instrumented ? 1024 << 20 : 64 << 20
+  probs << "the agent grew to #{max_rss >> 20} MiB resident (limit #{limit >> 20} MiB)" if max_rss > limit
+  # every payload that arrived is a valid profile of its process
+  payloads(dir).group_by { |pl| pl[:labels]["pid"].to_i }.each do |pid, pls|
+    p = procs.find { |x| x.pid == pid } or next
+    probs << "#{p.tag}: no phase=outage label (from the config file)" unless pls.all? { |x| x[:labels]["phase"] == "outage" }
+    total, rows = pprof_top(pls.map { |x| x[:file] })
+    hot = rows.find { |r| r[:name].include?("busy_#{p.tag}") }
+    probs << "#{p.tag}: busy_#{p.tag} missing from its #{total} samples after the outage" unless hot
+  end
+  "#{last['profiles_dropped_total'].to_i} profiles dropped (counted), #{last['send_failures_total'].to_i} failed sends, " \
+    "#{last['profiles_sent_total'].to_i} sent; RSS at most #{(max_rss / 1048576.0).round(1)} MiB"
+ensure
+  procs&.each { |p| kill_pid(p.launcher) if p.launcher }
+end
+
+finish
