@@ -26,9 +26,9 @@
 #   tmux              a real terminal for the `rbpeek top` and Ctrl-Z tests
 #   strace            checks the flags rbpeek creates its temporary files with
 #   rubocop, puma,    real Ruby software profiled end to end (tests/e2e/
-#   unicorn,          90-servers.rb): a linter, two forking servers and
+#   unicorn,          74-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
-#   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/90-trace-exec.rb)
+#   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/62-trace-exec.rb)
 #   libelf-dev, liblzma-dev, libbz2-dev, libzstd-dev, pkg-config
 #                     the static archives `make static` links (libdw.a and
 #                     libelf.a come with libdw-dev/libelf-dev, libz.a with

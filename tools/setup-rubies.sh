@@ -25,7 +25,7 @@
 #
 # Rubies no Debian suite packages (4.0, 4.1) are not made here: build them
 # into /opt/rubies/<version> (or install them with a version manager) and
-# the multi-version tests find them (tests/e2e/81-found-rubies.rb).  Rubies
+# the multi-version tests find them (tests/e2e/83-found-rubies.rb).  Rubies
 # of other build shapes (static, YJIT, DWARF) come from Debian's source
 # packages: tools/build-debian-ruby.sh.
 set -euo pipefail

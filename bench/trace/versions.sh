@@ -28,7 +28,7 @@ for v in "${vs[@]}"; do
 	echo "== ruby $v (chroot $dir)"
 	if chroot "$dir" /bin/sh -c "cd $inner/build/rbpeek && ruby$v $inner/ext/rbpeek/extconf.rb >/dev/null && make -s V=0 >/dev/null"; then
 		# /proc (the tracer reads /proc/cpuinfo to use the TSC) and tracefs
-		# in a private mount namespace, as in tests/e2e/91-trace-versions.rb
+		# in a private mount namespace, as in tests/e2e/63-trace-versions.rb
 		unshare --mount --propagation private sh -c 'mkdir -p "$1/sys/kernel/tracing" "$1/proc" &&
 			mount -t tracefs nodev "$1/sys/kernel/tracing" 2>/dev/null;
 			[ -d "$1/proc/self" ] || mount -t proc proc "$1/proc" 2>/dev/null;

@@ -87,15 +87,17 @@ int cli_layout_opt(const char *cmd, const char *arg, const char **layout);
  * as if rbpeek had no table for the Ruby's version).
  */
 void cli_vm_env(struct rbp_vm_opts *vo, const char *layout);
+struct cli_target_opts;
+struct rbp_subject;
 /*
- * Open the target (the core file when core is non-NULL, else process pid)
- * and attach to its Ruby VM with vo, whose discovery and layout source
- * come from the environment and layout (the --layout option, or NULL).  Fills subj for cli_fail().  Returns an RBP_E* code; the
- * caller frees whatever of *t and *vm is set, on success or failure.
+ * Open what the target options o name (the core file when o->core is
+ * set, else process o->pid) into s (zeroed) and attach to its Ruby VM with
+ * vo, whose forced version, discovery and layout source come from o and
+ * the environment.  Fills subj for cli_fail().  Returns an RBP_E* code;
+ * the caller closes s (rbp_subject_close), on success or failure.
  */
-int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layout,
-		struct rbp_vm_opts *vo, struct cli_subject *subj, struct rbp_target **t,
-		struct rbp_vm **vm);
+int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
+		struct rbp_subject *s);
 /* Parse a PID argument; 0 on error. */
 int cli_parse_pid(const char *s);
 /* Parse a -r rate (an integer, 1 to 100000 per second); 0 on error. */
@@ -113,6 +115,23 @@ struct cli_target_opts {
 	const char *layout;   /* --layout, validated; NULL when not given */
 };
 /*
+ * Entries of a getopt_long table for the options cli_other_opt() takes
+ * (their values are its cases), and the table's end: --help, then the
+ * terminator.
+ */
+#define CLI_OPT_PID { "pid", required_argument, NULL, 'p' }
+#define CLI_OPTS_CORE { "core", required_argument, NULL, 'c' }, \
+	{ "sysroot", required_argument, NULL, 'S' }
+#define CLI_OPTS_LAYOUT { "force-version", required_argument, NULL, 'F' }, \
+	{ "layout", required_argument, NULL, 'L' }
+#define CLI_OPTS_END { "help", no_argument, NULL, 'h' }, { 0 }
+/* -o FILE and -f FORMAT of the commands that write a profile or trace. */
+#define CLI_OPTS_OUTPUT { "output", required_argument, NULL, 'o' }, \
+	{ "format", required_argument, NULL, 'f' }
+/* -r N and -d SECONDS of the commands that watch a process (cli_rate_opt, cli_duration_opt). */
+#define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
+	{ "duration", required_argument, NULL, 'd' }
+/*
  * The default case of a command's getopt_long loop: takes option c (value
  * in optarg) when it is one of the target options (o may be NULL for a
  * command without them) and returns 0; else prints the usage error for a
@@ -125,6 +144,41 @@ int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o
  * --core.  Returns 0 or EXIT_USAGE (message printed).
  */
 int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o);
+
+/*
+ * What the commands that watch a live process share (watch.c).
+ *
+ * A duration or delay in seconds (over 0, at most 1e7) into *out: 0, or
+ * -1 when s is not one (the caller says so).
+ */
+int cli_parse_seconds(const char *s, double *out);
+/*
+ * The options every watching command takes, into their place: -d SECONDS
+ * (*out), -r N (*rate; unit names it in the message: "Hz", "stacks/s").
+ * 0, or the usage error printed and EXIT_USAGE.
+ */
+int cli_duration_opt(const char *cmd, const char *arg, double *out);
+int cli_rate_opt(const char *cmd, const char *arg, const char *unit, unsigned *rate);
+/*
+ * After the option loop of a command that watches a live process: no
+ * operands left, and --pid given (else the usage error missing).  Returns
+ * 0 or EXIT_USAGE (message printed).
+ */
+int cli_pid_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o,
+		  const char *missing);
+/*
+ * Whether the profile (output, as cli_check_output) and the raw file (raw:
+ * a --raw-file path; NULL or "" skip it) can be written.  Prints the
+ * error; returns 0 or EXIT_OUTPUT.
+ */
+int cli_check_outputs(const char *output, const char *raw);
+/* Why sampling ended (an enum rbp_stop_reason, profile/sampler.h), in the
+ * words of the closing statistics ("duration reached"). */
+const char *cli_stop_words(int stop);
+/* rbpeek's own CPU time (user + system, seconds) and peak RSS (MB): 0, or -1. */
+int cli_own_usage(double *cpu_s, double *max_rss_mb);
+/* A command's help: usage, then one line per output format; on stdout. */
+void cli_print_usage(const char *usage);
 
 /* How cli_spawn() runs the program. */
 enum {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "proc/target.h"
+#include "profile/subject.h"
 #include "ruby/gc.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -47,15 +47,12 @@ struct heap_opts {
 static int parse_opts(int argc, char **argv, struct heap_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "core", required_argument, NULL, 'c' },
-		{ "sysroot", required_argument, NULL, 'S' },
+		CLI_OPT_PID,
+		CLI_OPTS_CORE,
 		{ "top", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
-		{ "force-version", required_argument, NULL, 'F' },
-		{ "layout", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_LAYOUT,
+		CLI_OPTS_END
 	};
 	char *end;
 	int c;
@@ -154,22 +151,20 @@ int cmd_heap(int argc, char **argv)
 {
 	struct heap_opts o = { .top = 20 };
 	struct cli_subject subj = { 0 };
-	struct rbp_target *t = NULL;
-	struct rbp_vm *vm = NULL;
+	struct rbp_subject s = { 0 };
 	struct rbp_heap h = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	int err, rc;
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	vo.force_version = o.t.force_version;
-	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, o.t.layout, &vo, &subj, &t, &vm);
-	if (!err && (err = rbp_vm_read_heap(vm, &h)) == RBP_ENOSYM) {
+	err = cli_open_vm(&o.t, &vo, &subj, &s);
+	if (!err && (err = rbp_vm_read_heap(s.vm, &h)) == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"
 			"hint: ObjectSpace.count_objects inside the process gives the counts by type\n",
-			o.t.core ? "core of process" : "process", (int)t->pid);
+			o.t.core ? "core of process" : "process", (int)s.t->pid);
 		rc = EXIT_VERSION;
 		goto cleanup;
 	}
@@ -178,13 +173,12 @@ int cmd_heap(int argc, char **argv)
 		goto cleanup;
 	}
 	if (o.json)
-		print_json(&h, (int)t->pid, rbp_vm_info(vm)->version, o.top);
+		print_json(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
 	else
-		print_text(&h, (int)t->pid, rbp_vm_info(vm)->version, o.top);
+		print_text(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
 	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 cleanup:
 	rbp_heap_free(&h);
-	rbp_vm_free(vm);
-	rbp_target_close(t);
+	rbp_subject_close(&s);
 	return rc;
 }

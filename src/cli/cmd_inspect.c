@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "proc/target.h"
+#include "profile/subject.h"
 #include "ruby/gc.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
@@ -47,19 +47,16 @@ static void print_fields(const struct rbp_vm *vm)
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
+		CLI_OPT_PID,
 		{ "core", required_argument, NULL, 'c' },
-		{ "force-version", required_argument, NULL, 'F' },
-		{ "layout", required_argument, NULL, 'L' },
+		CLI_OPTS_LAYOUT,
 		{ "fields", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	struct cli_target_opts o = { 0 };
 	struct cli_subject subj = { 0 };
 	struct rbp_vm_opts vo = { 0 };
-	struct rbp_target *t = NULL;
-	struct rbp_vm *vm = NULL;
+	struct rbp_subject sub = { 0 };
 	struct rbp_stacks s = { 0 };
 	int c, err, fields = 0;
 
@@ -78,17 +75,16 @@ int cmd_inspect(int argc, char **argv)
 	}
 	if (cli_target_check("inspect", argc, argv, &o))
 		return EXIT_USAGE;
-	vo.force_version = o.force_version;
-	err = cli_open_vm(o.pid, o.core, NULL, o.layout, &vo, &subj, &t, &vm);
-	if (t && o.core)
-		printf("target:          core file %s (pid %d)\n", o.core, (int)t->pid);
-	else if (t)
+	err = cli_open_vm(&o, &vo, &subj, &sub);
+	if (sub.t && o.core)
+		printf("target:          core file %s (pid %d)\n", o.core, (int)sub.t->pid);
+	else if (sub.t)
 		printf("target:          process %d\n", o.pid);
-	if (t && *vo.found_version)
+	if (sub.t && *vo.found_version)
 		printf("ruby version:    %s\n", vo.found_version);
 	if (err)
 		return cli_fail(err, &subj);
-	const struct rbp_vm_info *in = rbp_vm_info(vm);
+	const struct rbp_vm_info *in = rbp_vm_info(sub.vm);
 	if (!strcmp(in->layout_source, "dwarf"))
 		printf("layout:          dwarf: %s (Ruby %s; %zu compile units read in %.1f ms)\n",
 		       in->layout_path, in->layout_version, in->layout_units, in->layout_ms);
@@ -105,13 +101,13 @@ int cmd_inspect(int argc, char **argv)
 	       in->symbols_method);
 	uint64_t os;
 	enum rbp_gc_phase gc;
-	if ((err = rbp_vm_objspace(vm, &os)) || (err = rbp_vm_gc_phase(vm, &gc)))
+	if ((err = rbp_vm_objspace(sub.vm, &os)) || (err = rbp_vm_gc_phase(sub.vm, &gc)))
 		printf("collector:       unreadable (%s)\n", err == RBP_ENOSYM ?
 		       "a GC library (librubygc.*) is loaded" : rbp_strerror(err));
 	else
 		printf("collector:       objspace 0x%llx, %s\n", (unsigned long long)os,
 		       gc == RBP_GC_NONE ? "not collecting" : rbp_gc_label(gc));
-	err = rbp_vm_read_stacks(vm, &s);
+	err = rbp_vm_read_stacks(sub.vm, &s);
 	if (!err) {
 		printf("threads:         %zu\n", s.n_threads);
 		for (size_t i = 0; i < s.n_threads; i++)
@@ -125,8 +121,7 @@ int cmd_inspect(int argc, char **argv)
 	}
 	rbp_stacks_free(&s);
 	if (fields)
-		print_fields(vm);
-	rbp_vm_free(vm);
-	rbp_target_close(t);
+		print_fields(sub.vm);
+	rbp_subject_close(&sub);
 	return 0;
 }

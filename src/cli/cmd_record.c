@@ -6,23 +6,13 @@
  * (always, in the cache directory) and the chosen format.  The output path
  * is checked before sampling starts, so a typo does not cost a recording.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
-#include <pwd.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cli/child.h"
 #include "cli/cli.h"
 #include "cli/invoker.h"
 #include "cli/signals.h"
@@ -31,8 +21,7 @@
 #include "profile/raw.h"
 #include "profile/bpfsampler.h"
 #include "profile/sampler.h"
-#include "proc/native.h"
-#include "proc/target.h"
+#include "profile/subject.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 
@@ -95,14 +84,12 @@ static const char record_usage[] =
 	"formats:\n";
 
 struct record_opts {
-	int pid;
+	struct cli_target_opts t; /* --pid, --force-version, --layout */
 	char **cmd;               /* argv of the program to spawn, or NULL */
 	uint32_t rate;
 	double duration;
 	const char *output;
 	const char *format;
-	const char *force_version;
-	const char *layout;       /* --layout, NULL when not given */
 	struct rbp_sampler_opts so;
 	int silent;
 	int no_drop_root;
@@ -113,24 +100,15 @@ struct record_opts {
 	int bpf;                  /* --sampler=bpf */
 };
 
-static void print_usage(void)
-{
-	fputs(record_usage, stdout);
-	for (const struct rbp_format *f = rbp_formats; f->name; f++)
-		printf("  %-16s %s\n", f->name, f->desc);
-}
-
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
-	       OPT_LAYOUT, OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
+	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
 	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER };
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
+		CLI_OPT_PID,
+		CLI_OPTS_WATCH,
+		CLI_OPTS_OUTPUT,
 		{ "on-cpu", no_argument, NULL, OPT_ONCPU },
 		{ "gvl", no_argument, NULL, OPT_GVL },
 		{ "threads", no_argument, NULL, OPT_THREADS },
@@ -140,8 +118,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		{ "no-drop-root", no_argument, NULL, OPT_NODROP },
-		{ "force-version", required_argument, NULL, OPT_FORCE },
-		{ "layout", required_argument, NULL, OPT_LAYOUT },
+		CLI_OPTS_LAYOUT,
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
@@ -149,27 +126,20 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "idle", no_argument, NULL, OPT_IDLE },
 		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
 		{ "sampler", required_argument, NULL, OPT_SAMPLER },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
-	char *end;
 	int c;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:p:r:d:o:f:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p':
-			if (!(o->pid = cli_parse_pid(optarg)))
-				return cli_usage_error("record", "invalid PID '%s'", optarg);
-			break;
 		case 'r':
-			if (!(o->rate = cli_parse_rate(optarg)))
-				return cli_usage_error("record", "invalid rate '%s' (1 to 100000 Hz)", optarg);
+			if (cli_rate_opt("record", optarg, "Hz", &o->rate))
+				return EXIT_USAGE;
 			break;
 		case 'd':
-			o->duration = strtod(optarg, &end);
-			if (*end || !(o->duration > 0) || o->duration > 1e7)
-				return cli_usage_error("record", "invalid duration '%s' (seconds)", optarg);
+			if (cli_duration_opt("record", optarg, &o->duration))
+				return EXIT_USAGE;
 			break;
 		case 'o': o->output = optarg; break;
 		case 'f': o->format = optarg; break;
@@ -182,11 +152,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NATIVE: o->native = 1; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NODROP: o->no_drop_root = 1; break;
-		case OPT_FORCE: o->force_version = optarg; break;
-		case OPT_LAYOUT:
-			if (cli_layout_opt("record", optarg, &o->layout))
-				return EXIT_USAGE;
-			break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
 		case OPT_RAWFILE:
@@ -200,16 +165,17 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			if (cli_sampler_opt("record", optarg, &o->bpf))
 				return EXIT_USAGE;
 			break;
-		case 'h': print_usage(); exit(0);
+		case 'h': cli_print_usage(record_usage); exit(0);
 		default:
-			return cli_other_opt("record", c, argv, NULL);
+			if (cli_other_opt("record", c, argv, &o->t))
+				return EXIT_USAGE;
 		}
 	}
 	if (optind < argc)
 		o->cmd = argv + optind;
-	if (!o->pid == !o->cmd)
+	if (!o->t.pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
-	if (o->native && !rbp_native_available())
+	if (o->native && !rbp_subject_native_available())
 		return cli_no_native();
 	if (o->bpf && (o->native || o->subprocesses || o->so.gvl_only))
 		return cli_usage_error("record", "--sampler=bpf cannot be used with %s",
@@ -220,149 +186,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		return cli_usage_error("record", "--native cannot be used with --nonblocking "
 				       "(native stacks are read while the process is paused)");
 	return 0;
-}
-
-/* ---- spawning -------------------------------------------------------- */
-
-static pid_t child_pid;
-static int child_status = -1;   /* wait status once reaped */
-
-static int child_exited(void *ctx)
-{
-	int st;
-	if (child_status >= 0)
-		return 1;
-	if (waitpid(child_pid, &st, WNOHANG) == child_pid) {
-		child_status = st;
-		return 1;
-	}
-	return 0;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * How long a program we started may run something that is not Ruby before
- * we say so.  Ruby is recognisable as soon as the dynamic loader has mapped
- * libruby, a few milliseconds after its exec; the wait restarts at each
- * exec, so wrappers that exec Ruby (env, rbenv shims, sh -c 'exec ruby')
- * pass.  Half a second leaves room for a loaded machine.
- */
-#define NOT_RUBY_NS 500000000ull
-
-/*
- * Attach to a process, waiting while its VM is not up yet and, for a
- * program we started (waiting), while it may still exec Ruby.  Gives up
- * when it has run the same non-Ruby program for NOT_RUBY_NS, or when it is
- * gone.
- */
-static int attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_target **t,
-		  struct rbp_vm **vm)
-{
-	struct timespec pause = { 0, 5 * 1000 * 1000 };
-	char exe[4096] = "", now[4096];
-	uint64_t since = mono_ns();
-	int err;
-
-	for (;;) {
-		err = rbp_target_open_pid(pid, t);
-		if (!err) {
-			err = rbp_vm_attach(*t, vo, vm);
-			if (!err) {
-				cli_layout_warning(*vm);
-				return RBP_OK;
-			}
-			rbp_target_close(*t);
-			*t = NULL;
-		}
-		if (err == RBP_ENOTRUBY) {
-			rbp_proc_exe(pid, now, sizeof(now));
-			if (strcmp(now, exe)) {   /* it exec'd: wait afresh */
-				snprintf(exe, sizeof(exe), "%s", now);
-				since = mono_ns();
-			}
-		}
-		/* a process starting up may have no Ruby frame to validate a layout with yet */
-		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
-			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) && mono_ns() - since < NOT_RUBY_NS);
-		if (!waiting || !retry || cli_stop_signal() || (child_pid && child_exited(NULL)))
-			return child_pid && child_exited(NULL) ? RBP_ENOPROC : err;
-		nanosleep(&pause, NULL);
-	}
-}
-
-/* Whether pid descends from root (ppid chain through /proc/PID/stat). */
-static int descends_from(int pid, int root)
-{
-	for (int depth = 0; pid > 1 && depth < 64; depth++) {
-		char path[64], buf[512];
-		FILE *f;
-		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-		if (!(f = fopen(path, "r")))
-			return 0;
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');   /* comm may hold spaces and parentheses */
-		if (!rp || sscanf(rp + 1, " %*c %d", &pid) != 1)
-			return 0;
-		if (pid == root)
-			return 1;
-	}
-	return 0;
-}
-
-/*
- * The first Ruby process descended from root (a shell's child), or 0: what
- * --subprocesses would follow.  Name is its program, for the hint.
- */
-static int ruby_descendant(int root, struct rbp_vm_opts *vo, char *name, size_t n)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	int found = 0;
-
-	while (d && !found && (e = readdir(d))) {
-		int pid = atoi(e->d_name);
-		struct rbp_target *t = NULL;
-		struct rbp_vm *vm = NULL;
-		if (pid <= 0 || pid == root || !descends_from(pid, root) || rbp_target_open_pid(pid, &t))
-			continue;
-		int err = rbp_vm_attach(t, vo, &vm);
-		if (err != RBP_ENOTRUBY && err != RBP_ENOPROC && err != RBP_EPERM) {
-			found = pid;
-			rbp_proc_exe(pid, name, n);
-		}
-		rbp_vm_free(vm);
-		rbp_target_close(t);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
-/* A program we started is not Ruby: say so at once, and where Ruby is. */
-static int not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
-{
-	char exe[4096], name[4096];
-	int child;
-
-	rbp_proc_exe(pid, exe, sizeof(exe));
-	fprintf(stderr, "rbpeek: error: '%s' is not a Ruby process (it runs %s)\n", cmd[0],
-		*exe ? exe : "a program without libruby");
-	if ((child = ruby_descendant(pid, vo, name, sizeof(name))))
-		fprintf(stderr, "hint: it started Ruby as a child (process %d, %s): "
-			"--subprocesses records it and every Ruby it starts\n", child, name);
-	else
-		fprintf(stderr, "hint: run Ruby itself (rbpeek record -- ruby app.rb), or add "
-			"--subprocesses to record the Ruby processes it starts\n");
-	return EXIT_NOTRUBY;
 }
 
 /* ---- live status ------------------------------------------------------ */
@@ -426,35 +249,13 @@ static void progress(void *ctx, const struct rbp_sampler_status *st, const struc
 	fflush(stderr);
 }
 
-static int should_stop(void *ctx)
-{
-	return cli_stop_signal() != 0;
-}
-
-/* Ctrl-Z: stop here, between two samples, never with a thread held. */
-static int suspend(void *ctx)
-{
-	return cli_suspend_if_pending(NULL, NULL);
-}
-
-static const char *stop_words(enum rbp_stop_reason r)
-{
-	switch (r) {
-	case RBP_STOP_REQUESTED: return "stopped";
-	case RBP_STOP_DURATION: return "duration reached";
-	case RBP_STOP_EXITED: return "process exited";
-	case RBP_STOP_FAILING: return "gave up: most samples failed";
-	default: return "stopped";
-	}
-}
-
 static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
 
 	fprintf(stderr, "rbpeek: %s after %.1f s: %llu samples in %llu ticks, %llu errors, "
-		"%llu late (%.1f%%, %llu skipped)", stop_words(st->stop), secs,
+		"%llu late (%.1f%%, %llu skipped)", cli_stop_words(st->stop), secs,
 		(unsigned long long)st->samples, (unsigned long long)st->ticks,
 		(unsigned long long)st->errors, (unsigned long long)st->late, late_pct,
 		(unsigned long long)st->skipped);
@@ -470,17 +271,14 @@ static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int 
 		fprintf(stderr, "; threads held stopped %.0f/%.0f us (avg/max)",
 			(double)st->held_ns_sum / 1e3 / (double)st->holds, (double)st->held_ns_max / 1e3);
 	fputc('\n', stderr);
-	struct rusage ru;
-	if (!getrusage(RUSAGE_SELF, &ru) && st->ticks) {
-		double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-			     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	double cpu, rss;
+	if (!cli_own_usage(&cpu, &rss) && st->ticks)
 		fprintf(stderr, "rbpeek: own CPU %.3f s (%.1f%% of one core, %.1f us per tick), "
 			"max RSS %.1f MB; scheduling: %s\n", cpu, secs > 0 ? 100.0 * cpu / secs : 0,
-			cpu * 1e6 / (double)st->ticks, (double)ru.ru_maxrss / 1024.0,
+			cpu * 1e6 / (double)st->ticks, rss,
 			st->sched == RBP_SCHED_REALTIME ? "real-time" :
 			st->sched == RBP_SCHED_DROPPED ?
 			"normal (real-time given up: sampling took over half a CPU for 100 ms)" : "normal");
-	}
 	switch (rbp_sampler_late_cause(st, rate)) {
 	case RBP_LATE_COST:
 		fprintf(stderr, "hint: %.1f%% of samples were late: reading one takes %.0f us of the "
@@ -502,13 +300,11 @@ static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int 
 }
 
 /* Native unwinding done: the root process's, and with --subprocesses every member's. */
-static void print_native_stats(const struct rbp_native *nat, const struct rbp_procset *procs)
+static void print_native_stats(const struct rbp_subject *s, const struct rbp_procset *procs)
 {
 	struct rbp_native_stats ns;
 
-	rbp_native_stats(nat, &ns);
-	if (procs)
-		rbp_procset_native_stats(procs, &ns);
+	rbp_subject_native_stats(s, procs, &ns);
 	fprintf(stderr, "rbpeek: native: %llu stacks unwound, %.1f frames each, %llu addresses "
 		"symbolized%s\n", (unsigned long long)ns.unwinds,
 		ns.unwinds ? (double)ns.frames / (double)ns.unwinds : 0.0,
@@ -521,15 +317,13 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .rate = 100, .so.realtime = 1 };
 	struct cli_subject subj = { 0 };
-	struct rbp_target *t = NULL;
-	struct rbp_vm *vm = NULL;
-	struct rbp_native *nat = NULL;
+	struct rbp_subject s = { 0 };
 	struct rbp_profile p;
 	struct rbp_sampler_status st = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct live lv = { 0 };
 	const struct rbp_format *fmt;
-	int rc, err;
+	int rc, err, child = 0;
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
@@ -538,46 +332,45 @@ int cmd_record(int argc, char **argv)
 	if (o.cmd && o.no_drop_root && (rc = cli_check_no_drop_root("record", o.cmd[0])))
 		return rc;
 	/* a program is not started for nothing; a --pid is first attached (below) */
-	if (o.cmd && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
+	if (o.cmd && (rc = cli_check_outputs(o.output, o.raw)))
 		return rc;
 	/* wake for each tick within 1 us, not the default 50 us of slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	cli_signals_init();
-	if (o.cmd && (child_pid = cli_spawn(o.cmd, o.no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER)) < 0)
+	if (o.cmd && (child = cli_child_spawn(o.cmd, o.no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER)) < 0)
 		return EXIT_USAGE;
-	subj.pid = o.cmd ? (int)child_pid : o.pid;
-	vo.force_version = o.force_version;
-	cli_vm_env(&vo, o.layout);
-	err = attach(subj.pid, o.cmd != NULL, &vo, &t, &vm);
+	subj.pid = o.cmd ? child : o.t.pid;
+	vo.force_version = o.t.force_version;
+	cli_vm_env(&vo, o.t.layout);
+	err = cli_child_attach(subj.pid, o.cmd != NULL, &vo, &s);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
-		err = rbp_target_open_pid(subj.pid, &t);   /* not Ruby itself: its children may be */
+		err = rbp_subject_open_process(&s, subj.pid);   /* not Ruby itself: its children may be */
 	if (err) {
 		subj.version = vo.found_version;
-		subj.forced = o.force_version;
+		subj.forced = o.t.force_version;
 		subj.vo = &vo;
 		if (err == RBP_ENOPROC && o.cmd) {
 			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
 			return EXIT_NOSAMPLES;
 		}
-		rc = err == RBP_ENOTRUBY && o.cmd ? not_ruby(o.cmd, subj.pid, &vo) : cli_fail(err, &subj);
-		if (o.cmd) {   /* the program was started to be recorded: it ends with us */
-			kill(child_pid, SIGTERM);
-			waitpid(child_pid, NULL, 0);
-		}
+		rc = err == RBP_ENOTRUBY && o.cmd ? cli_child_not_ruby(o.cmd, subj.pid, &vo) :
+		     cli_fail(err, &subj);
+		if (o.cmd)   /* the program was started to be recorded: it ends with us */
+			cli_child_kill();
 		return rc;
 	}
-	if (o.pid && ((rc = cli_check_output(o.output)) || (o.raw && *o.raw && (rc = cli_check_output(o.raw)))))
+	if (o.t.pid && (rc = cli_check_outputs(o.output, o.raw)))
 		goto cleanup;
-	if (o.native && (err = rbp_native_open(t, &nat))) {
+	if (o.native && (err = rbp_subject_native(&s))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	o.so.native = nat;
+	o.so.native = s.native;
 	if ((err = rbp_profile_init(&p))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	if (o.subprocesses && (err = rbp_procset_new(t, vm, &vo, &lv.procs))) {
+	if (o.subprocesses && (err = rbp_procset_new(s.t, s.vm, &vo, &lv.procs))) {
 		rc = cli_fail(err, &subj);
 		rbp_profile_free(&p);
 		goto cleanup;
@@ -586,29 +379,29 @@ int cmd_record(int argc, char **argv)
 		p.meta.cmdline = rbp_profile_str(&p, o.cmd[0]);
 	o.so.rate_hz = o.rate;
 	o.so.duration_ns = (uint64_t)(o.duration * 1e9);
-	o.so.should_stop = should_stop;
-	o.so.suspend = suspend;
+	o.so.should_stop = cli_should_stop;
+	o.so.suspend = cli_suspend;
 	o.so.progress = progress;
-	o.so.child_exited = o.cmd ? child_exited : NULL;
+	o.so.child_exited = o.cmd ? cli_child_exited : NULL;
 	o.so.ctx = &lv;
 	o.so.procs = lv.procs;
-	if (o.bpf && vm && (o.so.bpf = cli_bpf_sampler(t, vm, o.rate)))
+	if (o.bpf && s.vm && (o.so.bpf = cli_bpf_sampler(s.t, s.vm, o.rate)))
 		o.so.on_cpu = 1;
 	lv.tty = !o.silent && isatty(2);
 	if (!o.silent)
 		fprintf(stderr, "rbpeek: recording process %d (%s%s)%s at %u Hz%s%s\n", subj.pid,
-			vm ? "ruby " : "not Ruby", vm ? rbp_vm_info(vm)->version : "",
+			s.vm ? "ruby " : "not Ruby", s.vm ? rbp_vm_info(s.vm)->version : "",
 			lv.procs ? " and its Ruby subprocesses" : "", o.rate,
 			o.so.bpf ? " of CPU time (in-kernel sampler)" : "",
 			lv.tty ? "; press Ctrl-C to stop" : "");
-	err = rbp_sample_loop(t, vm, &o.so, &p, &st);
+	err = rbp_sample_loop(s.t, s.vm, &o.so, &p, &st);
 	rbp_bpf_sampler_close(o.so.bpf);
-	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
+	p.meta.ruby_version = rbp_profile_str(&p, s.vm ? rbp_vm_info(s.vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
 		print_stats(&st, o.rate, o.so.gvl_only);
-	if (!o.silent && nat)
-		print_native_stats(nat, lv.procs);
+	if (!o.silent && s.native)
+		print_native_stats(&s, lv.procs);
 	if (!o.silent && lv.procs)
 		fprintf(stderr, "rbpeek: followed %llu Ruby processes\n",
 			(unsigned long long)rbp_procset_attached(lv.procs));
@@ -618,7 +411,7 @@ int cmd_record(int argc, char **argv)
 		/* every read failed: the same words and exit code as snapshot's */
 		rc = cli_fail(st.last_err, &subj);
 	} else if (!p.n_samples) {
-		fprintf(stderr, "rbpeek: error: no samples were collected (%s)%s\n", stop_words(st.stop),
+		fprintf(stderr, "rbpeek: error: no samples were collected (%s)%s\n", cli_stop_words(st.stop),
 			o.so.on_cpu || o.so.gvl_only ? "; --on-cpu/--gvl keep only running threads" : "");
 		rc = EXIT_NOSAMPLES;
 	} else {
@@ -639,24 +432,9 @@ int cmd_record(int argc, char **argv)
 	}
 	rbp_profile_free(&p);
 cleanup:
-	rbp_native_close(nat);
 	rbp_procset_free(lv.procs);
-	rbp_vm_free(vm);
-	rbp_target_close(t);
-	/*
-	 * A program we started ends with us when we were told to stop (the
-	 * signal is passed on: Ctrl-C in a terminal reaches it anyway); after
-	 * --duration it runs on.
-	 */
-	if (o.cmd && !child_exited(NULL) && st.stop != RBP_STOP_DURATION) {
-		int sig = cli_stop_signal();
-		if (sig)   /* INT, TERM, HUP as they came; the others as a polite TERM */
-			kill(child_pid, sig == SIGINT || sig == SIGHUP ? sig : SIGTERM);
-		while (waitpid(child_pid, &child_status, 0) < 0 && errno == EINTR)
-			;
-	}
-	/* the profile written, rbpeek exits as the program did (as trace does) */
-	if (o.cmd && !rc && child_status >= 0)
-		rc = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
+	rbp_subject_close(&s);
+	if (o.cmd)   /* rbpeek exits as the program did, once the profile is written */
+		rc = cli_child_end(st.stop == RBP_STOP_DURATION, rc);
 	return rc;
 }

@@ -57,12 +57,10 @@ int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "output", required_argument, NULL, 'o' },
+		CLI_OPTS_OUTPUT,
 		{ "idle", no_argument, NULL, 'I' },
 		{ "no-idle", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	const char *input = NULL, *format = NULL, *output = NULL;
 	const struct rbp_format *fmt;

@@ -16,8 +16,7 @@
 
 #include "cli/cli.h"
 #include "profile/procset.h"
-#include "proc/native.h"
-#include "proc/target.h"
+#include "profile/subject.h"
 #include "ruby/gc.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -76,18 +75,15 @@ static const char *state_name(char st)
 static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "core", required_argument, NULL, 'c' },
-		{ "sysroot", required_argument, NULL, 'S' },
+		CLI_OPT_PID,
+		CLI_OPTS_CORE,
 		{ "json", no_argument, NULL, 'j' },
 		{ "nonblocking", no_argument, NULL, 'n' },
 		{ "native", no_argument, NULL, 'N' },
-		{ "force-version", required_argument, NULL, 'F' },
-		{ "layout", required_argument, NULL, 'L' },
+		CLI_OPTS_LAYOUT,
 		{ "no-gc", no_argument, NULL, 'G' },
 		{ "subprocesses", no_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	int c;
 
@@ -107,7 +103,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 	}
 	if (cli_target_check("snapshot", argc, argv, &o->t))
 		return EXIT_USAGE;
-	if (o->native && !rbp_native_available())
+	if (o->native && !rbp_subject_native_available())
 		return cli_no_native();
 	if (o->native && o->t.core)
 		return cli_usage_error("snapshot", "--native needs a live process (--pid), not a core file");
@@ -119,27 +115,7 @@ static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 	return 0;
 }
 
-/* Every task's state and name, read before pausing (a paused thread shows 't'). */
-struct os_tasks {
-	pid_t *tids;
-	struct rbp_task_info *info;
-	size_t n;
-};
-
-static void read_os_tasks(pid_t pid, struct os_tasks *ot)
-{
-	if (rbp_task_list(pid, &ot->tids, &ot->n))
-		return;
-	if (!(ot->info = calloc(ot->n + 1, sizeof(*ot->info)))) {
-		ot->n = 0;
-		return;
-	}
-	for (size_t i = 0; i < ot->n; i++)
-		if (rbp_task_info(pid, ot->tids[i], &ot->info[i]))
-			ot->info[i].state = 0;
-}
-
-static void match_os_threads(const struct rbp_stacks *s, const struct os_tasks *ot,
+static void match_os_threads(const struct rbp_stacks *s, const struct rbp_os_threads *ot,
 			     struct os_thread *os)
 {
 	for (size_t i = 0; i < s->n_threads; i++) {
@@ -240,16 +216,17 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o,
 		    const char *before, const char *cmdline)
 {
-	struct rbp_native *nat = NULL;
+	struct rbp_subject sub = { .t = t };   /* the unwinder only: t and vm stay the caller's */
 	struct rbp_stacks s = { 0 };
 	struct os_thread *os = NULL;
-	struct os_tasks ot = { 0 };
+	struct rbp_os_threads ot = { 0 };
 	int err = RBP_OK;
 
+	/* every task's state and name, read before pausing (a paused thread shows 't') */
 	if (!t->is_core)
-		read_os_tasks(t->pid, &ot);
-	if (o->native && !(err = rbp_native_open(t, &nat)))
-		err = rbp_vm_read_stacks_native(vm, nat, &s);
+		rbp_os_threads_read(t->pid, &ot);
+	if (o->native && !(err = rbp_subject_native(&sub)))
+		err = rbp_vm_read_stacks_native(vm, sub.native, &s);
 	else if (!o->native)
 		err = rbp_vm_read_stacks_paused(vm, o->nonblocking ? RBP_PAUSE_NONE : RBP_PAUSE_ALL, &s);
 	if (!err && !(os = calloc(s.n_threads + 1, sizeof(*os))))
@@ -263,10 +240,10 @@ static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapsh
 			print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, cmdline, o->no_gc);
 	}
 	free(os);
-	free(ot.tids);
-	free(ot.info);
+	rbp_os_threads_free(&ot);
 	rbp_stacks_free(&s);
-	rbp_native_close(nat);
+	sub.t = NULL;
+	rbp_subject_close(&sub);
 	return err;
 }
 
@@ -291,7 +268,7 @@ static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts
 		struct rbp_procset_member *m = rbp_procset_member(ps, i);
 		const char *before = printed ? (o->json ? "," : "\n") : o->json ? "{\"processes\":[" : "";
 		char cmdline[512];   /* now, not at attach: a worker may have retitled itself */
-		rbp_proc_cmdline(m->t->pid, cmdline, sizeof(cmdline));
+		rbp_process_cmdline(m->t->pid, cmdline, sizeof(cmdline));
 		if ((last = snap_one(m->t, m->vm, o, before, cmdline)) == RBP_ENOMEM)
 			err = last;
 		else if (!last)
@@ -307,26 +284,23 @@ int cmd_snapshot(int argc, char **argv)
 {
 	struct snapshot_opts o = { 0 };
 	struct cli_subject subj = { 0 };
-	struct rbp_target *t = NULL;
-	struct rbp_vm *vm = NULL;
+	struct rbp_subject s = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	int err, rc;
 
 	if ((rc = parse_opts(argc, argv, &o)))
 		return rc;
-	vo.force_version = o.t.force_version;
-	err = cli_open_vm(o.t.pid, o.t.core, o.t.sysroot, o.t.layout, &vo, &subj, &t, &vm);
+	err = cli_open_vm(&o.t, &vo, &subj, &s);
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)
-		err = o.subprocesses ? snap_tree(t, vm, &vo, &o) : snap_one(t, vm, &o, "", NULL);
+		err = o.subprocesses ? snap_tree(s.t, s.vm, &vo, &o) : snap_one(s.t, s.vm, &o, "", NULL);
 	if (err) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
 	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 cleanup:
-	rbp_vm_free(vm);
-	rbp_target_close(t);
+	rbp_subject_close(&s);
 	return rc;
 }

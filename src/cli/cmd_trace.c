@@ -198,13 +198,11 @@ static int ends_with(const char *s, const char *suffix)
 int cmd_trace(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
+		CLI_OPTS_OUTPUT,
 		{ "buffer-size", required_argument, NULL, 'b' },
 		{ "no-c-calls", no_argument, NULL, 'C' },
 		{ "no-drop-root", no_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		CLI_OPTS_END
 	};
 	const char *out = NULL, *fmt = NULL, *size = NULL, *fits = NULL;
 	char path[PATH_MAX];

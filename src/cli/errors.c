@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "proc/target.h"
+#include "profile/subject.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
 #include "util/err.h"
@@ -192,24 +192,22 @@ void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 	vo->test_no_table = (e = getenv("RBPEEK_TEST_NO_TABLE")) && !strcmp(e, "1");
 }
 
-int cli_open_vm(int pid, const char *core, const char *sysroot, const char *layout,
-		struct rbp_vm_opts *vo, struct cli_subject *subj, struct rbp_target **t,
-		struct rbp_vm **vm)
+int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
+		struct rbp_subject *s)
 {
 	int err;
 
-	subj->pid = pid;
-	subj->core = core;
-	subj->forced = vo->force_version;
-	cli_vm_env(vo, layout);
-	err = core ? rbp_target_open_core(core, sysroot, t) : rbp_target_open_pid(pid, t);
-	if (err)
+	subj->pid = o->pid;
+	subj->core = o->core;
+	subj->forced = vo->force_version = o->force_version;
+	cli_vm_env(vo, o->layout);
+	err = rbp_subject_open(s, o->pid, o->core, o->sysroot, vo);
+	if (!s->t)
 		return err;
-	err = rbp_vm_attach(*t, vo, vm);
 	subj->version = vo->found_version;
 	subj->vo = vo;
 	if (!err)
-		cli_layout_warning(*vm);
+		cli_layout_warning(s->vm);
 	return err;
 }
 

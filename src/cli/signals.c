@@ -88,3 +88,15 @@ void cli_signals_child_defaults(void)
 	set_all(ignored_sigs, N(ignored_sigs), SIG_DFL);
 	set_all(job_sigs, N(job_sigs), SIG_DFL);
 }
+
+int cli_should_stop(void *ctx)
+{
+	(void)ctx;
+	return cli_stop_signal() != 0;
+}
+
+int cli_suspend(void *ctx)
+{
+	(void)ctx;
+	return cli_suspend_if_pending(NULL, NULL);
+}

@@ -40,6 +40,14 @@ int cli_suspend_pending(void);
  */
 int cli_suspend_if_pending(void (*before)(void), void (*after)(void));
 /*
+ * The callbacks an engine polls between samples (should_stop and suspend
+ * of profile/sampler.h and profile/allocwatch.h), ctx unused: a stop
+ * signal received; a pending Ctrl-Z acted on (cli_suspend_if_pending,
+ * nothing run around the stop).
+ */
+int cli_should_stop(void *ctx);
+int cli_suspend(void *ctx);
+/*
  * In a forked child before exec: every signal this module changed back to
  * its default (an ignored signal stays ignored across exec).
  */

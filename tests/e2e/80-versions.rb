@@ -4,7 +4,7 @@
 # Rubies: Debian's 2.7 (bullseye), 3.3 (trixie) and 3.4 (sid+experimental),
 # each in a chroot made and cached by tools/setup-rubies.sh (3.3 and 3.4 are
 # stripped and export no VM symbol).  For each ready Ruby X.Y the checks of
-# lib/versions.rb, named "rubyX.Y/...".  81-found-rubies.rb runs the same
+# lib/versions.rb, named "rubyX.Y/...".  83-found-rubies.rb runs the same
 # checks on the version managers' Rubies.
 require_relative "lib/versions"
 include E2E

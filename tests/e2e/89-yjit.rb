@@ -16,7 +16,7 @@
 # The YJIT Rubies: the "yjit" build of tools/build-debian-ruby.sh (Debian's
 # ruby3.3 source, Rust YJIT; skipped with the reason when it is not built),
 # the host's ruby when its build has YJIT (Debian's 3.1: the C YJIT), and any
-# Ruby of 81-found-rubies.rb built with YJIT; and each found Ruby built with
+# Ruby of 83-found-rubies.rb built with YJIT; and each found Ruby built with
 # ZJIT (4.0+), run with --zjit --zjit-call-threshold=1, the same checks.
 # Test names: yjit/<ruby>+yjit/<check>, yjit/<ruby>+zjit/<check>.
 require_relative "lib/versions"

@@ -18,78 +18,28 @@
  * Run from the top of the tree (tests/run does).
  */
 #include "harness.h"
-#include "proc/target.h"
-#include "ruby/internal.h"
+#include "image_vm.h"
 
 #include <dirent.h>
 #include <stdlib.h>
-
-#define IMAGES "tests/unit/images"
-#define HEADER (4 + 32 + 8 + 8 + 4)
-#define MAX_SEGS 4096
-
-static uint64_t le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	*size = buf ? (size_t)n : 0;
-	fclose(f);
-	return buf;
-}
 
 /* The labels of every frame of every thread of an image, '\n'-joined with
  * '\n' on both ends; NULL when it does not load.  *version gets its version. */
 static char *image_labels(const uint8_t *data, size_t size, char version[33],
 			  const struct rbp_layout **layout)
 {
-	static struct rbp_image_segment segs[MAX_SEGS];
-	struct rbp_target t = { .is_core = 1 };
+	static struct image_vm iv;
 	struct rbp_stacks st = { 0 };
-	size_t n = 0, at = HEADER;
 	char *out = NULL;
 
-	if (size < HEADER || memcmp(data, "RBPW", 4))
-		return NULL;
-	memcpy(version, data + 4, 32);
-	version[32] = 0;
-	while (at + 12 <= size && n < MAX_SEGS) {
-		size_t len = (size_t)le(data + at + 8, 4);
-		if (len > size - at - 12)
-			return NULL;
-		segs[n++] = (struct rbp_image_segment){ le(data + at, 8), data + at + 12, len };
-		at += 12 + len;
-	}
-	struct rbp_vm *vm = calloc(1, sizeof(*vm));
-	*layout = rbp_layout_find(version);
-	if (!vm || !*layout || rbp_reader_open_image(segs, n, &t.mem)) {
-		free(vm);
+	int bad = image_vm_open(&iv, data, size);
+	memcpy(version, iv.version, 33);
+	*layout = iv.layout;
+	if (bad) {
+		image_vm_close(&iv);
 		return NULL;
 	}
-	rbp_layout_use(&vm->layout, *layout);
-	vm->L = &vm->layout;
-	t.pid = t.ns_pid = (pid_t)le(data + 52, 4);
-	vm->t = &t;
-	snprintf(vm->version, sizeof(vm->version), "%.31s", version);
-	vm->vm_addr = le(data + 36, 8);
-	vm->symbols_addr = le(data + 44, 8);
-	if (!rbp_vm_read_stacks(vm, &st)) {
+	if (!rbp_vm_read_stacks(iv.vm, &st)) {
 		size_t cap = 2;
 		for (size_t i = 0; i < st.n_frames; i++)
 			cap += strlen(st.frames[i].label ? st.frames[i].label : "") + 1;
@@ -102,8 +52,7 @@ static char *image_labels(const uint8_t *data, size_t size, char version[33],
 		}
 	}
 	rbp_stacks_free(&st);
-	rbp_vm_free(vm);
-	rbp_reader_close(t.mem);
+	image_vm_close(&iv);
 	return out;
 }
 
@@ -145,7 +94,7 @@ int main(void)
 		size_t size;
 		snprintf(path, sizeof(path), "%s/%s", IMAGES, f);
 		snprintf(name, sizeof(name), "labels from %.150s", f);
-		uint8_t *data = slurp(path, &size);
+		uint8_t *data = image_slurp(path, &size);
 		TEST(name) {
 			char *labels = data ? image_labels(data, size, version, &l) : NULL;
 			CHECK(labels != NULL);

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# gem.rb - helpers of the gem tests (87-gem.rb on the host's Ruby,
+# gem.rb - helpers of the gem tests (84-gem.rb on the host's Ruby,
 # 87-chroot-gem.rb in a chroot's): build rbpeek-*.gem with `gem build`,
 # install it as a user would, and check what the installed rbpeek command
 # does with a real Ruby program.

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 #
 # trace_check.rb - the tracer's end-to-end expectations, shared by
-# 90-trace.rb (host Ruby) and 91-trace-versions.rb (the chroots): the
+# 61-trace.rb (host Ruby) and 63-trace-versions.rb (the chroots): the
 # scenarios of fixtures/trace/scenarios.rb, the exact call tree each must
 # give, and a runner that reports one result line per scenario.
 require "open3"

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 #
 # versions.rb - the checks the multi-version tests run on each Ruby
-# (80-versions.rb: the Debian chroots; 81-found-rubies.rb: the version
+# (80-versions.rb: the Debian chroots; 83-found-rubies.rb: the version
 # managers' and the Debian-source builds' Rubies):
 #   oracle/NAME      the expectation (NAME@X.Y.expect where X.Y differs)
 #                    matches that Ruby's own Thread#backtrace_locations

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# app.ru - a small Rack app for the server tests (tests/e2e/90-servers.rb):
+# app.ru - a small Rack app for the server tests (tests/e2e/74-servers.rb):
 # every request renders a page in `HelloApp#render_page`, which burns a
 # little CPU so that workers under load spend their time there; /db also
 # waits 10 ms in `HelloApp#wait_for_db`, as a request on its database would.

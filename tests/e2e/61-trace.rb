@@ -1,13 +1,13 @@
 # frozen_string_literal: true
 #
-# 90-trace.rb - the in-process tracer (RbPeek::Trace, ext/rbpeek) and
+# 61-trace.rb - the in-process tracer (RbPeek::Trace, ext/rbpeek) and
 # `rbpeek trace` on the host's Ruby (build/ext, built by make): programs
 # with known call trees (fixtures/trace/scenarios.rb) are traced, the saved
 # files read back by our own reader (lib/trace_reader.rb) and compared with
 # the exact expected trees (lib/trace_check.rb); the Perfetto files are also
 # decoded by protoc against a schema subset (tests/trace/perfetto_min.proto).
 # Plus the CLI, the kernel streams without privilege, bounded memory and
-# the save speed (the gem: 87-gem.rb).  91-trace-versions.rb runs the same
+# the save speed (the gem: 84-gem.rb).  63-trace-versions.rb runs the same
 # scenarios on the other Rubies.
 require "json"
 require "tmpdir"

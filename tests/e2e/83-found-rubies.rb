@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 # e2e-timeout: 600
 #
-# 81-found-rubies.rb - the checks of lib/versions.rb (oracle, snapshot,
+# 83-found-rubies.rb - the checks of lib/versions.rb (oracle, snapshot,
 # record, core, inspect, discovery) on every Ruby of this machine that is
 # not Debian's: those version managers installed (/opt/rubies/*, ~/.rubies/*,
 # ~/.rbenv/versions/*, ~/.local/share/mise/installs/ruby/*,
@@ -41,5 +41,5 @@ rubies.each do |ruby|
   end
   Versions.check(ruby)
 end
-puts "# 81-found-rubies: #{elapsed.round(1)} s, #{rubies.size} Rubies" if ENV["RBPEEK_TEST_TIMES"]
+puts "# 83-found-rubies: #{elapsed.round(1)} s, #{rubies.size} Rubies" if ENV["RBPEEK_TEST_TIMES"]
 finish

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 91-trace-versions.rb - the tracer's scenarios (lib/trace_check.rb) on
+# 63-trace-versions.rb - the tracer's scenarios (lib/trace_check.rb) on
 # Ruby 2.7, 3.3 and 3.4: the chroots of tools/setup-rubies.sh, given
 # rubyX.Y-dev and gcc by its --dev step, build the extension with
 # extconf.rb + make tracer (the gem's build, tracer only) and run every

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 90-trace-exec.rb - which process `rbpeek trace` traces: the one it starts,
+# 62-trace-exec.rb - which process `rbpeek trace` traces: the one it starts,
 # through any chain of execs (bundle exec with Debian's bundler and a
 # Gemfile of local gems only, a binstub, ruby -S, a shell script that execs
 # ruby), and not the processes that one forks or spawns.

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 87-gem.rb - the gem as a user installs it, on the host's Ruby:
+# 84-gem.rb - the gem as a user installs it, on the host's Ruby:
 #   gem/build                 gem build rbpeek.gemspec: sources only (no
 #                             build products, tests or their output)
 #   gem/host/install          gem install --local into a new GEM_HOME builds
@@ -133,5 +133,5 @@ test("gem/missing-zlib-simulated") do
   report("gem/missing-zlib-simulated", problems, ours.first.to_s.strip)
 end
 
-puts "# 87-gem: #{(Process.clock_gettime(Process::CLOCK_MONOTONIC) - T0).round(1)} s" if ENV["RBPEEK_TEST_TIMES"]
+puts "# 84-gem: #{(Process.clock_gettime(Process::CLOCK_MONOTONIC) - T0).round(1)} s" if ENV["RBPEEK_TEST_TIMES"]
 finish

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 90-servers.rb - real Ruby software from Debian, end to end:
+# 74-servers.rb - real Ruby software from Debian, end to end:
 #   - rubocop on a directory of Ruby files: the profile shows RuboCop's own
 #     methods (spawn mode: rbpeek record -- rubocop ...);
 #   - puma in cluster mode, 2 workers, serving tests/targets/servers/app.ru

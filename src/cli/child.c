@@ -1,0 +1,94 @@
+/*
+ * child.c - `rbpeek record -- COMMAND`: the program rbpeek starts, attaching
+ * to it while it execs its way into Ruby, saying so when it runs none, and
+ * its end (see child.h).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "cli/child.h"
+#include "cli/cli.h"
+#include "cli/signals.h"
+#include "profile/subject.h"
+#include "util/err.h"
+
+static pid_t child_pid;
+static int child_status = -1;   /* wait status once reaped */
+
+int cli_child_exited(void *ctx)
+{
+	int st;
+	if (child_status >= 0)
+		return 1;
+	if (waitpid(child_pid, &st, WNOHANG) == child_pid) {
+		child_status = st;
+		return 1;
+	}
+	return 0;
+}
+
+/* Gone: the program we started has exited. */
+static int child_gone(void *ctx)
+{
+	return child_pid && cli_child_exited(ctx);
+}
+
+int cli_child_attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_subject *s)
+{
+	int err = rbp_subject_wait_ruby(s, pid, waiting, vo, cli_should_stop, child_gone, NULL);
+
+	if (!err)
+		cli_layout_warning(s->vm);
+	return err;
+}
+
+/* A program we started is not Ruby: say so at once, and where Ruby is. */
+int cli_child_not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
+{
+	char exe[4096], name[4096];
+	int child;
+
+	rbp_process_exe(pid, exe, sizeof(exe));
+	fprintf(stderr, "rbpeek: error: '%s' is not a Ruby process (it runs %s)\n", cmd[0],
+		*exe ? exe : "a program without libruby");
+	if ((child = rbp_ruby_descendant(pid, vo, name, sizeof(name))))
+		fprintf(stderr, "hint: it started Ruby as a child (process %d, %s): "
+			"--subprocesses records it and every Ruby it starts\n", child, name);
+	else
+		fprintf(stderr, "hint: run Ruby itself (rbpeek record -- ruby app.rb), or add "
+			"--subprocesses to record the Ruby processes it starts\n");
+	return EXIT_NOTRUBY;
+}
+
+pid_t cli_child_spawn(char **cmd, unsigned flags)
+{
+	return child_pid = cli_spawn(cmd, flags);
+}
+
+void cli_child_kill(void)
+{
+	kill(child_pid, SIGTERM);
+	waitpid(child_pid, NULL, 0);
+}
+
+int cli_child_end(int duration_reached, int rc)
+{
+	/*
+	 * A program we started ends with us when we were told to stop (the
+	 * signal is passed on: Ctrl-C in a terminal reaches it anyway); after
+	 * --duration it runs on.
+	 */
+	if (!cli_child_exited(NULL) && !duration_reached) {
+		int sig = cli_stop_signal();
+		if (sig)   /* INT, TERM, HUP as they came; the others as a polite TERM */
+			kill(child_pid, sig == SIGINT || sig == SIGHUP ? sig : SIGTERM);
+		while (waitpid(child_pid, &child_status, 0) < 0 && errno == EINTR)
+			;
+	}
+	/* the profile written, rbpeek exits as the program did (as trace does) */
+	if (!rc && child_status >= 0)
+		rc = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
+	return rc;
+}

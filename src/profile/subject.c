@@ -1,0 +1,174 @@
+/*
+ * subject.c - the process or core file a command reads (see subject.h).
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "profile/subject.h"
+#include "proc/native.h"
+#include "proc/target.h"
+#include "util/err.h"
+
+int rbp_subject_open(struct rbp_subject *s, int pid, const char *core, const char *sysroot,
+		     struct rbp_vm_opts *vo)
+{
+	int err = core ? rbp_target_open_core(core, sysroot, &s->t) : rbp_target_open_pid(pid, &s->t);
+
+	return err ? err : rbp_vm_attach(s->t, vo, &s->vm);
+}
+
+int rbp_subject_open_process(struct rbp_subject *s, int pid)
+{
+	return rbp_target_open_pid(pid, &s->t);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Ruby is recognisable as soon as the dynamic loader has mapped libruby, a
+ * few milliseconds after its exec; the wait restarts at each exec, so
+ * wrappers that exec Ruby (env, rbenv shims, sh -c 'exec ruby') pass.
+ * Half a second (RBP_SUBJECT_NOT_RUBY_NS) leaves room for a loaded machine.
+ */
+int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct rbp_vm_opts *vo,
+			  int (*should_stop)(void *ctx), int (*gone)(void *ctx), void *ctx)
+{
+	struct timespec pause = { 0, 5 * 1000 * 1000 };
+	char exe[4096] = "", now[4096];
+	uint64_t since = mono_ns();
+	int err;
+
+	for (;;) {
+		if (!(err = rbp_subject_open(s, pid, NULL, NULL, vo)))
+			return RBP_OK;
+		rbp_subject_close(s);
+		if (err == RBP_ENOTRUBY) {
+			rbp_proc_exe(pid, now, sizeof(now));
+			if (strcmp(now, exe)) {   /* it exec'd: wait afresh */
+				snprintf(exe, sizeof(exe), "%s", now);
+				since = mono_ns();
+			}
+		}
+		/* a process starting up may have no Ruby frame to validate a layout with yet */
+		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
+			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) &&
+			     mono_ns() - since < RBP_SUBJECT_NOT_RUBY_NS);
+		if (!starting || !retry || (should_stop && should_stop(ctx)) || (gone && gone(ctx)))
+			return gone && gone(ctx) ? RBP_ENOPROC : err;
+		nanosleep(&pause, NULL);
+	}
+}
+
+int rbp_subject_native(struct rbp_subject *s)
+{
+	return rbp_native_open(s->t, &s->native);
+}
+
+int rbp_subject_native_available(void)
+{
+	return rbp_native_available();
+}
+
+void rbp_subject_native_stats(const struct rbp_subject *s, const struct rbp_procset *procs,
+			      struct rbp_native_stats *out)
+{
+	rbp_native_stats(s->native, out);
+	if (procs)
+		rbp_procset_native_stats(procs, out);
+}
+
+void rbp_subject_close(struct rbp_subject *s)
+{
+	if (!s)
+		return;
+	rbp_native_close(s->native);
+	rbp_vm_free(s->vm);
+	rbp_target_close(s->t);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Whether pid descends from root (ppid chain through /proc/PID/stat). */
+static int descends_from(int pid, int root)
+{
+	for (int depth = 0; pid > 1 && depth < 64; depth++) {
+		char path[64], buf[512];
+		FILE *f;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		if (!(f = fopen(path, "r")))
+			return 0;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		char *rp = strrchr(buf, ')');   /* comm may hold spaces and parentheses */
+		if (!rp || sscanf(rp + 1, " %*c %d", &pid) != 1)
+			return 0;
+		if (pid == root)
+			return 1;
+	}
+	return 0;
+}
+
+int rbp_ruby_descendant(int root, const struct rbp_vm_opts *vo, char *name, size_t n)
+{
+	struct rbp_vm_opts o = *vo;   /* the attach writes what it found */
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		struct rbp_subject s = { 0 };
+		if (pid <= 0 || pid == root || !descends_from(pid, root) ||
+		    rbp_subject_open_process(&s, pid))
+			continue;
+		int err = rbp_vm_attach(s.t, &o, &s.vm);
+		if (err != RBP_ENOTRUBY && err != RBP_ENOPROC && err != RBP_EPERM) {
+			found = pid;
+			rbp_proc_exe(pid, name, n);
+		}
+		rbp_subject_close(&s);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+char *rbp_process_cmdline(pid_t pid, char *buf, size_t n)
+{
+	return rbp_proc_cmdline(pid, buf, n);
+}
+
+char *rbp_process_exe(pid_t pid, char *buf, size_t n)
+{
+	return rbp_proc_exe(pid, buf, n);
+}
+
+void rbp_os_threads_read(pid_t pid, struct rbp_os_threads *ot)
+{
+	memset(ot, 0, sizeof(*ot));
+	if (rbp_task_list(pid, &ot->tids, &ot->n))
+		return;
+	if (!(ot->info = calloc(ot->n + 1, sizeof(*ot->info)))) {
+		ot->n = 0;
+		return;
+	}
+	for (size_t i = 0; i < ot->n; i++)
+		if (rbp_task_info(pid, ot->tids[i], &ot->info[i]))
+			ot->info[i].state = 0;
+}
+
+void rbp_os_threads_free(struct rbp_os_threads *ot)
+{
+	free(ot->tids);
+	free(ot->info);
+	memset(ot, 0, sizeof(*ot));
+}

@@ -1,0 +1,76 @@
+/*
+ * subject.h - what a command reads: a live process or a core file, its
+ * Ruby VM and, with --native, its native unwinder, opened and closed as
+ * one; waiting for a program just started to become Ruby; and the facts
+ * about processes and their threads that commands show.
+ *
+ * The front end (src/cli) reaches the target through here and through the
+ * engines (sampler.h, allocwatch.h), never through proc/ itself.  Nothing
+ * here prints; errors are RBP_E* values.
+ */
+#ifndef RBP_PROFILE_SUBJECT_H
+#define RBP_PROFILE_SUBJECT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "profile/procset.h"
+#include "ruby/vm.h"
+
+struct rbp_subject {
+	struct rbp_target *t;         /* owned; NULL until opened */
+	struct rbp_vm *vm;            /* owned; NULL until attached (or not Ruby) */
+	struct rbp_native *native;    /* owned; --native (rbp_subject_native), else NULL */
+};
+
+/*
+ * Open process pid (core NULL) or the core file core (sysroot: where its
+ * files are, or NULL) into s (zeroed by the caller) and attach to its Ruby
+ * VM with vo.  Whatever was opened stays in s, on failure too: free it
+ * with rbp_subject_close().  Returns an RBP_E* code.
+ */
+int rbp_subject_open(struct rbp_subject *s, int pid, const char *core, const char *sysroot,
+		     struct rbp_vm_opts *vo);
+/* Open process pid without attaching (a program that is not Ruby itself). */
+int rbp_subject_open_process(struct rbp_subject *s, int pid);
+/*
+ * rbp_subject_open() of a process that may not be Ruby yet: retried while
+ * its VM is not up (RBP_ENOVM, RBP_ECORRUPT, RBP_EFAULT) and, for a program
+ * just started (starting), while it may still exec Ruby: until it has run
+ * the same non-Ruby program for RBP_SUBJECT_NOT_RUBY_NS.  Gives up with the
+ * last error when should_stop(ctx) says so, and with RBP_ENOPROC when
+ * gone(ctx) does (either may be NULL).  On failure s is closed.
+ */
+#define RBP_SUBJECT_NOT_RUBY_NS 500000000ull
+int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct rbp_vm_opts *vo,
+			  int (*should_stop)(void *ctx), int (*gone)(void *ctx), void *ctx);
+/* Open the native unwinder (--native) of an opened live process. */
+int rbp_subject_native(struct rbp_subject *s);
+/* 1 when this build can unwind native stacks (built with libdw). */
+int rbp_subject_native_available(void);
+/* The native unwinding done: s's, and with procs every member's. */
+void rbp_subject_native_stats(const struct rbp_subject *s, const struct rbp_procset *procs,
+			      struct rbp_native_stats *out);
+void rbp_subject_close(struct rbp_subject *s);   /* NULL-safe; s is zeroed */
+
+/*
+ * The first Ruby process descended from root (a shell's child), or 0:
+ * what --subprocesses would follow; name gets its program.
+ */
+int rbp_ruby_descendant(int root, const struct rbp_vm_opts *vo, char *name, size_t n);
+/* A process's command line (as `ps` shows it), "" when unreadable.  Returns buf. */
+char *rbp_process_cmdline(pid_t pid, char *buf, size_t n);
+/* A process's executable, "" when unreadable.  Returns buf. */
+char *rbp_process_exe(pid_t pid, char *buf, size_t n);
+
+/* What the OS says of each thread of a live process (state, name). */
+struct rbp_os_threads {
+	pid_t *tids;                  /* sorted */
+	struct rbp_task_info *info;   /* per tid; state 0 when unreadable */
+	size_t n;
+};
+/* Read them (none when the list cannot be read); free with rbp_os_threads_free(). */
+void rbp_os_threads_read(pid_t pid, struct rbp_os_threads *ot);
+void rbp_os_threads_free(struct rbp_os_threads *ot);
+
+#endif
