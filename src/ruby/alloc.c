@@ -24,6 +24,16 @@ static const struct entry entries[] = {
 	{ "rb_data_typed_object_wrap", 0, 0 },
 };
 
+/*
+ * 4.1+: rb_newobj_of, rb_ec_newobj_of and the T_DATA wrappers all end in
+ * rb_newobj (through its PLT entry, even inside gc.c: they tail-call it),
+ * and the wb_protected variants are gone; probing the others as well would
+ * count each allocation twice.
+ */
+static const struct entry entries_one[] = {
+	{ "rb_newobj", 1, 1 },
+};
+
 /* File offset of link-time address vaddr (inside a PT_LOAD's file bytes). */
 static int vaddr_offset(const struct rbp_elf *e, uint64_t vaddr, uint64_t *off)
 {
@@ -238,7 +248,11 @@ static int basic_object_allocator(struct rbp_vm *vm, uint64_t *off)
 int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap, size_t *n)
 {
 	const struct rbp_layout *L = vm->L;
-	int newer = L->shape.newobj == RBP_NEWOBJ_EC_KLASS;
+	int newer = L->shape.newobj != RBP_NEWOBJ_KLASS;
+	int one = L->shape.newobj == RBP_NEWOBJ_ONE;
+	const struct entry *ents = one ? entries_one : entries;
+	size_t n_ents = one ? sizeof(entries_one) / sizeof(entries_one[0]) :
+			sizeof(entries) / sizeof(entries[0]);
 	char path[sizeof(out->path)];
 	uint64_t vaddr, off;
 	int err;
@@ -246,14 +260,14 @@ int rbp_alloc_probes(struct rbp_vm *vm, struct rbp_alloc_probe *out, size_t cap,
 	*n = 0;
 	if ((err = probe_path(vm, path, sizeof(path))))
 		return err;
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]) && *n < cap; i++) {
-		if (rbp_elf_symbol(vm->elf, entries[i].name, &vaddr, NULL) ||
+	for (size_t i = 0; i < n_ents && *n < cap; i++) {
+		if (rbp_elf_symbol(vm->elf, ents[i].name, &vaddr, NULL) ||
 		    vaddr_offset(vm->elf, vaddr, &off))
 			continue;
 		struct rbp_alloc_probe *p = &out[(*n)++];
-		p->name = entries[i].name;
+		p->name = ents[i].name;
 		memcpy(p->path, path, sizeof(path));
-		p->klass_arg = newer ? entries[i].klass_arg_new : entries[i].klass_arg_old;
+		p->klass_arg = newer ? ents[i].klass_arg_new : ents[i].klass_arg_old;
 		p->offset = cheap_probe_point(vm->elf, off, &p->klass_arg);
 	}
 	if (!*n)

@@ -189,7 +189,8 @@ static void set_code_shape(struct rbp_layout *L)
 	s->rescue_line = at_least(L, 3, 4) ? RBP_RESCUE_LINE_CARRIED : RBP_RESCUE_LINE_OWN;
 	s->cfunc = L->method_def.body_iseq_ptr >= 0 ? RBP_CFUNC_IN_DEF_BODY : RBP_CFUNC_UNKNOWN;
 	/* 3.3 moved rb_wb_protected_newobj_of's klass after a new ec argument */
-	s->newobj = at_least(L, 3, 3) ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS;
+	s->newobj = at_least(L, 4, 1) ? RBP_NEWOBJ_ONE :
+		    at_least(L, 3, 3) ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS;
 	/* 3.0-3.3: rb_class_allocate_instance is in gc.c, not exported */
 	s->allocator = L->major == 3 && L->minor <= 3 ? RBP_ALLOCATOR_IN_GC : RBP_ALLOCATOR_NEWOBJ;
 }

@@ -119,6 +119,8 @@ enum rbp_shape_slot_size {     /* a heap page's slot size */
 enum rbp_shape_newobj {        /* the arguments of the newobj functions */
 	RBP_NEWOBJ_KLASS = 1,      /* < 3.3: (klass, flags, ...) */
 	RBP_NEWOBJ_EC_KLASS,       /* 3.3+: (ec, klass, ...) where an ec came first */
+	RBP_NEWOBJ_ONE,            /* 4.1+: every other one calls rb_newobj(ec, klass,
+				    * flags, shape_id, wb_protected, size) */
 };
 enum rbp_shape_allocator {     /* how an Object instance is allocated */
 	RBP_ALLOCATOR_NEWOBJ = 1,  /* through the exported newobj functions */

@@ -155,7 +155,7 @@ int main(void)
 				     RBP_HEAP_PAGES_ARRAY);
 			CHECK_EQ_INT(l.shape.slot_size, v >= 301 ? RBP_SLOT_SIZE_PER_PAGE :
 				     RBP_SLOT_SIZE_FIXED);
-			CHECK_EQ_INT(l.shape.newobj, v >= 303 ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS);
+			CHECK_EQ_INT(l.shape.newobj, v >= 401 ? RBP_NEWOBJ_ONE : v >= 303 ? RBP_NEWOBJ_EC_KLASS : RBP_NEWOBJ_KLASS);
 			CHECK_EQ_INT(l.shape.allocator, v >= 300 && v <= 303 ? RBP_ALLOCATOR_IN_GC :
 				     RBP_ALLOCATOR_NEWOBJ);
 		}
