@@ -71,8 +71,8 @@ rubies.each do |ruby|
       info = JSON.parse(File.read(info_file))
       problems = []
       problems << "RubyVM::YJIT.enabled? is false" unless info["enabled"]
-      problems << "compiling Hot#warm made no code (#{info['warm_code_bytes']} bytes)" unless info["warm_code_bytes"].to_i.positive?
-      report("#{pre}/yjit-on", problems, "Hot#warm compiled to #{info['warm_code_bytes']} bytes")
+      problems << "compiling Hot#warm made no code (#{info['warm_code_bytes']}: YJIT bytes, ZJIT iseqs)" unless info["warm_code_bytes"].to_i.positive?
+      report("#{pre}/yjit-on", problems, "Hot#warm compiled: #{info['warm_code_bytes']} #{ruby.flags.to_a.include?("--zjit") ? "iseqs (ZJIT)" : "bytes (YJIT)"}")
     end
 
     test("#{pre}/oracle") do

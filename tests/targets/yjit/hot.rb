@@ -51,8 +51,10 @@ if (info = ENV["RBPEEK_YJIT_INFO"])
   # YJIT, or (4.0+, run with --zjit) ZJIT: the same frames are expected
   zjit = defined?(RubyVM::ZJIT) && RubyVM::ZJIT.enabled? ? true : false
   enabled = zjit || (defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? true : false)
+  # what compiling makes: YJIT's code bytes; ZJIT's compiled iseqs (its
+  # code size is counted in whole pages without --zjit-stats)
   size = lambda do
-    if zjit then RubyVM::ZJIT.stats[:code_region_bytes].to_i
+    if zjit then RubyVM::ZJIT.stats[:compiled_iseq_count].to_i
     elsif enabled then RubyVM::YJIT.runtime_stats[:inline_code_size].to_i
     else 0
     end
