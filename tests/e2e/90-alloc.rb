@@ -97,7 +97,7 @@ def check_target(probs, pid, path, what, mode)
     probs << "#{what} #{mode}: rbpeek alloc #{res.describe}"
     return nil
   end
-  probs << "#{what}: no live progress line on stderr" unless R.stderr_of(res) =~ /^rbpeek: 1 s: \d+ allocations/
+  probs << "#{what}: no live progress line on stderr" unless R.stderr_of(res) =~ /^rbpeek: \d+ s: \d+ allocations/
   lost = R.stderr_of(res)[/ (\d+) lost/, 1].to_i
   if mode == :tight
     probs.concat(ratio_problems(class_table(res.stdout)).map { |p| "#{what}: #{p}" })
