@@ -21,12 +21,15 @@
 #                                  (tools/build-debian-ruby.sh bpcheck; every
 #                                  control frame one word longer), stripped:
 #                                  refused (exit 6)
+#   layout/bp-check-dwarf-exact    the same build unstripped (its DWARF): the
+#                                  layout from the DWARF (cfp.size 64, not
+#                                  the table's 56) and exactly the right stack
 require_relative "lib/e2e"
 require "tmpdir"
 include E2E
 
 NAMES = %w[layout/forced-other-versions layout/unknown-version-refused
-           layout/unknown-version-assumed layout/bp-check-refused].freeze
+           layout/unknown-version-assumed layout/bp-check-refused layout/bp-check-dwarf-exact].freeze
 exit 0 if skip_without_rbpeek(NAMES)
 
 TMP = Dir.mktmpdir("rbpeek-82-")
@@ -230,15 +233,17 @@ test("layout/unknown-version-assumed") do
   report("layout/unknown-version-assumed", problems, "Ruby #{own} (#{ruby}) reading as #{fake}")
 end
 
-test("layout/bp-check-refused") do
+# The -DVM_DEBUG_BP_CHECK=1 miniruby (stripped, or with its DWARF) running
+# a known stack; yields (pid, expected snapshot lines) or skips.
+def with_bp_check_ruby(name, binary)
   dir = File.join(ENV.fetch("RBPEEK_DEBSRC", "/var/cache/rbpeek/debsrc"), "bpcheck")
-  mini = File.join(dir, "miniruby.stripped")
+  mini = File.join(dir, binary)
   unless File.exist?(File.join(dir, "READY")) && File.executable?(mini)
-    next skip("layout/bp-check-refused", "no #{mini} (tools/build-debian-ruby.sh bpcheck builds it)")
+    return skip(name, "no #{mini} (tools/build-debian-ruby.sh bpcheck builds it)")
   end
 
-  script = File.join(TMP, "bp.rb")
-  ready = File.join(TMP, "bp.ready")
+  script = File.join(TMP, "bp-#{binary}.rb")
+  ready = File.join(TMP, "bp-#{binary}.ready")
   File.write(script, <<~RUBY)
     class Deep
       def a(n) = n.zero? ? park : a(n - 1)
@@ -249,20 +254,43 @@ test("layout/bp-check-refused") do
     end
     Deep.new.a(5)
   RUBY
+  expected = ["Kernel#sleep (#{script}:5)", "Deep#park (#{script}:5)",
+              *Array.new(6) { "Deep#a (#{script}:2)" }, "<main> (#{script}:8)"]
   pid = Process.spawn(mini, script, in: "/dev/null", out: File::NULL, err: File::NULL)
   E2E.register_pid(pid)
   begin
     deadline = Time.now + 20
     sleep 0.05 until File.exist?(ready) || Time.now > deadline
-    next fail("layout/bp-check-refused", "miniruby target not ready") unless File.exist?(ready)
+    return fail(name, "miniruby target not ready") unless File.exist?(ready)
 
+    yield pid, expected
+  ensure
+    E2E.kill_pid(pid)
+  end
+end
+
+test("layout/bp-check-refused") do
+  with_bp_check_ruby("layout/bp-check-refused", "miniruby.stripped") do |pid, _|
     r = rbpeek("snapshot", "--pid", pid)
     problems = []
     problems << "exit #{r.status.inspect}, expected 6 (refused): #{r.stderr.strip} #{r.stdout[0, 300]}" unless r.status == 6
     problems << error_format_problem(r) if r.status == 6 && error_format_problem(r)
     report("layout/bp-check-refused", problems, r.stderr.lines.first&.strip)
-  ensure
-    E2E.kill_pid(pid)
+  end
+end
+
+test("layout/bp-check-dwarf-exact") do
+  with_bp_check_ruby("layout/bp-check-dwarf-exact", "miniruby") do |pid, expected|
+    problems = []
+    i = rbpeek("inspect", "--fields", "--pid", pid)
+    problems << "inspect: exit #{i.status.inspect}: #{i.stderr.strip}" unless i.status&.zero?
+    problems << "the layout is not from the DWARF: #{i.stdout[/^layout:.*$/].inspect}" unless i.stdout =~ /^layout:\s+dwarf:/
+    problems << "cfp.size is not 64 (56 + bp_check): #{i.stdout[/^\s*cfp\.size.*$/].inspect}" unless i.stdout =~ /^\s*cfp\.size\s+64$/
+    r = rbpeek("snapshot", "--pid", pid)
+    problems << "snapshot: exit #{r.status.inspect}: #{r.stderr.strip}" unless r.status&.zero?
+    got = r.stdout.lines.map(&:strip).select { |l| l.end_with?(")") && !l.start_with?("Process", "Thread") }
+    problems << "stack #{got.inspect}, expected #{expected.inspect}" unless got == expected
+    report("layout/bp-check-dwarf-exact", problems, "#{got.size} frames, layout from the DWARF (cfp.size 64)")
   end
 end
 
