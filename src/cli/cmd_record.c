@@ -66,6 +66,10 @@ static const char record_usage[] =
 	"                          the stack of the thread running the garbage collector\n"
 	"      --native            also unwind native stacks: C functions a C method calls\n"
 	"                          (extensions, libc) appear above it (not with --nonblocking)\n"
+	"      --max-hold USEC     keep no thread stopped longer than this (default 300):\n"
+	"                          a sample whose threads take longer to stop or to read\n"
+	"                          lets them go and is finished without pausing, as with\n"
+	"                          --nonblocking (counted in the closing line); 0: no bound\n"
 	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
@@ -118,7 +122,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP, OPT_FORCE,
 	       OPT_LAYOUT, OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
-	       OPT_IDLE, OPT_NOIDLE };
+	       OPT_IDLE, OPT_NOIDLE, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -138,6 +142,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "layout", required_argument, NULL, OPT_LAYOUT },
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
+		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
 		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "idle", no_argument, NULL, OPT_IDLE },
@@ -182,6 +187,15 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
+		case OPT_MAXHOLD: {
+			errno = 0;
+			unsigned long long us = strtoull(optarg, &end, 10);
+			if (errno || *end || !*optarg || *optarg == '-' || us > 10000000ull)
+				return cli_usage_error("record", "invalid --max-hold '%s' (microseconds, "
+						       "0 to 10000000; 0: no bound)", optarg);
+			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
+			break;
+		}
 		case OPT_RAWFILE:
 			if (cli_raw_file_opt("record", optarg, &o->raw))
 				return EXIT_USAGE;
@@ -432,7 +446,8 @@ static const char *stop_words(enum rbp_stop_reason r)
 	}
 }
 
-static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only)
+static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only,
+			uint64_t max_hold_ns)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
@@ -453,6 +468,9 @@ static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int 
 	if (st->holds)
 		fprintf(stderr, "; threads held stopped %.0f/%.0f us (avg/max)",
 			(double)st->held_ns_sum / 1e3 / (double)st->holds, (double)st->held_ns_max / 1e3);
+	if (st->holds && max_hold_ns != UINT64_MAX)
+		fprintf(stderr, ", %llu let go at the %.0f us bound", (unsigned long long)st->over_budget,
+			(double)(max_hold_ns ? max_hold_ns : RBP_DEFAULT_MAX_HOLD_NS) / 1e3);
 	fputc('\n', stderr);
 	struct rusage ru;
 	if (!getrusage(RUSAGE_SELF, &ru) && st->ticks) {
@@ -586,7 +604,7 @@ int cmd_record(int argc, char **argv)
 	p.meta.ruby_version = rbp_profile_str(&p, vm ? rbp_vm_info(vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
-		print_stats(&st, o.rate, o.so.gvl_only);
+		print_stats(&st, o.rate, o.so.gvl_only, o.so.max_hold_ns);
 	if (!o.silent && nat)
 		print_native_stats(nat, lv.procs);
 	if (!o.silent && lv.procs)

@@ -58,6 +58,8 @@ struct loop {
 	struct rbp_hmap *tid_names;  /* tid -> interned OS thread name (profile pool) */
 	struct rbp_hmap own_ids, own_names;
 	struct rbp_hmap states;      /* tid -> state char, this tick (--on-cpu) */
+	int states_read;             /* states were read before this tick's read */
+	int last_over;               /* the last paused read was let go at the bound */
 	uint32_t root_node;          /* stacks hang below it (a process root), 0: the root */
 };
 
@@ -68,13 +70,10 @@ static uint64_t now_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* 0 when the process is gone or a zombie. */
+/* 0 when the process is gone or a zombie (a zombie main thread alone is not). */
 static int target_alive(pid_t pid)
 {
-	struct rbp_task_info ti;
-	if (rbp_task_info(pid, pid, &ti))
-		return 0;
-	return ti.state != 'Z' && ti.state != 'X';
+	return rbp_live_task(pid) != 0;
 }
 
 /* Profile frame id for a walker frame, through the pointer-keyed cache. */
@@ -175,12 +174,26 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 {
 	int err;
 
-	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
+	/*
+	 * Paused, a thread's state is read at its stop; one that a read let go
+	 * at the bound before it stopped has only /proc's.  Read before the
+	 * read -- after it, our own interrupt has woken the thread -- when the
+	 * last tick was let go (under load, the next one likely is too).
+	 */
+	l->states_read = l->o->on_cpu && (l->o->nonblocking || l->t->is_core ||
+					  (l->last_over && !l->native));
+	if (l->states_read)
 		read_states(l);
+	rbp_vm_set_hold_budget(l->vm, l->o->max_hold_ns == UINT64_MAX ? 0 :
+			       l->o->max_hold_ns ? l->o->max_hold_ns : RBP_DEFAULT_MAX_HOLD_NS);
 	err = l->native ? rbp_vm_read_stacks_native(l->vm, l->native, &l->stacks) :
 	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking ? RBP_PAUSE_NONE :
 					l->o->on_cpu || l->o->pause_all ? RBP_PAUSE_ALL :
 					RBP_PAUSE_GVL, &l->stacks);
+	st->over_budget += l->stacks.over_budget;
+	l->last_over = l->stacks.over_budget;
+	if (l->stacks.over_budget && l->o->on_cpu && !l->native && !l->states_read)
+		read_states(l);   /* the first tick let go: /proc's state now, less exact */
 	if (l->stacks.held_ns) {
 		st->holds++;
 		st->held_ns_sum += l->stacks.held_ns;
