@@ -116,6 +116,7 @@ struct rbp_pause {
 	size_t n_last;         /* after a release: v[0..n_last) is the last hold's */
 	long long budget_ns;   /* give a hold up this long after its first stop (0: never) */
 	int no_state;          /* this hold does not read what threads were doing */
+	int tids_state;        /* rbp_pause_hold_tids() reads it (rbp_pause_tids_state) */
 	long long spin_ns;     /* poll this long for a stop before sleeping */
 	unsigned spin_tried, spin_failed;  /* polls in this window; ended by sleeping */
 	unsigned spin_off;     /* holds left without polling */
@@ -519,6 +520,11 @@ static int release_late(struct rbp_pause *p)
 	return err;
 }
 
+void rbp_pause_tids_state(struct rbp_pause *p, int on)
+{
+	p->tids_state = on;
+}
+
 void rbp_pause_set_budget(struct rbp_pause *p, long long ns)
 {
 	p->budget_ns = ns > 0 ? ns : 0;
@@ -557,7 +563,7 @@ int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
 
 	if (p->n)
 		return RBP_EINVAL;   /* already holding */
-	p->no_state = 1;
+	p->no_state = !p->tids_state;
 	p->n_last = 0;
 	for (size_t i = 0; i < n && !err; i++) {
 		/* a thread of this process still?  its tid may be reused */

@@ -146,6 +146,8 @@ void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */
  */
 #define RBP_PAUSE_OVER 1
 void rbp_pause_set_budget(struct rbp_pause *p, long long ns);
+/* Whether rbp_pause_hold_tids() reads what each thread was doing (default 0). */
+void rbp_pause_tids_state(struct rbp_pause *p, int on);
 /* How long the hold in progress has kept a thread stopped, ns; 0 when none is held. */
 long long rbp_pause_holding_ns(const struct rbp_pause *p);
 void rbp_pause_close(struct rbp_pause *p);    /* NULL-safe */

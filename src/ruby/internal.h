@@ -67,6 +67,8 @@ struct rbp_vm {
 	struct rbp_pause *holding;      /* threads held while read_stacks() copies, else NULL */
 	sigset_t holding_old;           /* ... and the signal mask to restore at release */
 	int over_budget;                /* the current read let threads go at the bound */
+	const pid_t *only_tids;         /* rbp_vm_read_stacks_tids(): hold these alone */
+	size_t n_only_tids;
 	pid_t gvl_tid;                  /* the GVL's holder at the last paused read; 0: none */
 	uint64_t gvl_th;                /* ... its rb_thread_t */
 	uint64_t gvl_word;              /* where the VM names the GVL's owner (walk.c) */

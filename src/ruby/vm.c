@@ -252,13 +252,32 @@ static int read_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_s
 
 	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1)
 		return err;
-	if ((err = rv_pause(vm, NULL, 0, &pause, &old)) == RBP_PAUSE_OVER) {
+	if ((err = rv_pause(vm, vm->only_tids, vm->n_only_tids, &pause, &old)) == RBP_PAUSE_OVER) {
 		/* threads took too long to stop: read as --nonblocking does */
 		vm->over_budget = 1;
 		vm->gvl_tid = 0;
 		return rbp_vm_read_stacks(vm, out);
 	}
 	return err ? err : read_held(vm, pause, &old, out);
+}
+
+int rbp_vm_read_stacks_tids(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_stacks *out)
+{
+	static const pid_t none = 0;
+	int err;
+
+	vm->only_tids = tids ? tids : &none;
+	vm->n_only_tids = tids ? n : 0;
+	if (!vm->pause && !vm->t->is_core && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
+		return err;
+	if (vm->pause)
+		rbp_pause_tids_state(vm->pause, 1);
+	err = rbp_vm_read_stacks_paused(vm, RBP_PAUSE_ALL, out);
+	if (vm->pause)
+		rbp_pause_tids_state(vm->pause, 0);
+	vm->only_tids = NULL;
+	vm->n_only_tids = 0;
+	return err;
 }
 
 int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)

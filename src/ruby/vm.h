@@ -240,6 +240,14 @@ int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struc
  * run rbpeek meanwhile.  Not for rbp_vm_read_stacks_native().
  */
 void rbp_vm_set_hold_budget(struct rbp_vm *vm, uint64_t ns);
+/*
+ * rbp_vm_read_stacks_paused(RBP_PAUSE_ALL) holding only the n threads tids
+ * (what each was doing is read at its stop; the others' running is -1):
+ * --on-cpu holds the threads /proc shows runnable, and never interrupts a
+ * sleeping one -- stopping it would wake it, and it would then show as
+ * runnable at the next tick while it goes back to sleep.
+ */
+int rbp_vm_read_stacks_tids(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_stacks *out);
 
 /*
  * rbp_vm_read_stacks_paused() plus each thread's native stack, unwound
