@@ -6,6 +6,7 @@
  * (always, in the cache directory) and the chosen format.  The output path
  * is checked before sampling starts, so a typo does not cost a recording.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,10 @@ static const char record_usage[] =
 	"                          bpf: the kernel copies the stack of a thread it interrupts\n"
 	"                          on a CPU (on-CPU samples only, no pause; root; falls back\n"
 	"                          to ptrace with a warning where eBPF is not allowed)\n"
+	"      --max-hold USEC     keep no thread stopped longer than this (default 300):\n"
+	"                          a sample whose threads take longer to stop or to read\n"
+	"                          lets them go and is finished without pausing, as with\n"
+	"                          --nonblocking (counted in the closing line); 0: no bound\n"
 	"      --no-realtime       keep the sampling thread in the normal scheduling class\n"
 	"                          (default: a real-time priority when allowed, e.g. as root,\n"
 	"                          given up if sampling takes over half a CPU)\n"
@@ -104,7 +109,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
 	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
-	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER };
+	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -121,6 +126,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		CLI_OPTS_LAYOUT,
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
+		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
 		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
 		{ "no-raw", no_argument, NULL, OPT_NORAW },
 		{ "idle", no_argument, NULL, OPT_IDLE },
@@ -128,6 +134,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "sampler", required_argument, NULL, OPT_SAMPLER },
 		CLI_OPTS_END
 	};
+	char *end;
 	int c;
 
 	opterr = 0;
@@ -154,6 +161,15 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
+		case OPT_MAXHOLD: {
+			errno = 0;
+			unsigned long long us = strtoull(optarg, &end, 10);
+			if (errno || *end || !*optarg || *optarg == '-' || us > 10000000ull)
+				return cli_usage_error("record", "invalid --max-hold '%s' (microseconds, "
+						       "0 to 10000000; 0: no bound)", optarg);
+			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
+			break;
+		}
 		case OPT_RAWFILE:
 			if (cli_raw_file_opt("record", optarg, &o->raw))
 				return EXIT_USAGE;
@@ -249,7 +265,8 @@ static void progress(void *ctx, const struct rbp_sampler_status *st, const struc
 	fflush(stderr);
 }
 
-static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only)
+static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int gvl_only,
+			uint64_t max_hold_ns)
 {
 	double secs = (double)st->elapsed_ns / 1e9;
 	double late_pct = st->ticks ? 100.0 * (double)st->late / (double)st->ticks : 0;
@@ -270,6 +287,9 @@ static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int 
 	if (st->holds)
 		fprintf(stderr, "; threads held stopped %.0f/%.0f us (avg/max)",
 			(double)st->held_ns_sum / 1e3 / (double)st->holds, (double)st->held_ns_max / 1e3);
+	if (st->holds && max_hold_ns != UINT64_MAX)
+		fprintf(stderr, ", %llu let go at the %.0f us bound", (unsigned long long)st->over_budget,
+			(double)(max_hold_ns ? max_hold_ns : RBP_DEFAULT_MAX_HOLD_NS) / 1e3);
 	fputc('\n', stderr);
 	double cpu, rss;
 	if (!cli_own_usage(&cpu, &rss) && st->ticks)
@@ -399,7 +419,7 @@ int cmd_record(int argc, char **argv)
 	p.meta.ruby_version = rbp_profile_str(&p, s.vm ? rbp_vm_info(s.vm)->version :
 					      rbp_procset_version(lv.procs));
 	if (!o.silent)
-		print_stats(&st, o.rate, o.so.gvl_only);
+		print_stats(&st, o.rate, o.so.gvl_only, o.so.max_hold_ns);
 	if (!o.silent && s.native)
 		print_native_stats(&s, lv.procs);
 	if (!o.silent && lv.procs)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "proc/maps.h"
+#include "proc/target.h"
 #include "util/vec.h"
 #include "util/err.h"
 
@@ -191,7 +192,12 @@ int rbp_maps_read_pid(pid_t pid, struct rbp_maps *out)
 
 	out->v = NULL;
 	out->n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	/* a zombie main thread shows no maps: read a live thread's (rbp_live_task) */
+	pid_t live = rbp_live_task(pid);
+	if (live && live != pid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/maps", (int)pid, (int)live);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == EACCES || errno == EPERM ? RBP_EPERM :

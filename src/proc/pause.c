@@ -17,6 +17,14 @@
  * Each system call costs about a microsecond in a virtual machine, so the
  * wait for a stop polls before it sleeps (see spin_learn()).
  *
+ * A hold can be bounded (rbp_pause_set_budget): when some threads have
+ * still not stopped that long after the first one did, the hold is given
+ * up (RBP_PAUSE_OVER): the threads already stopped are let go at once,
+ * and each of the others as soon as it stops (a thread we interrupted
+ * cannot be let go before it stops).  Under load the last threads to stop
+ * are those waiting for a CPU, and without the bound every thread already
+ * stopped would wait for them: 100+ ms at load 20 (bench/README.md).
+ *
  * A thread that was about to take a signal may report a signal-delivery
  * stop instead of the event stop; it is just as stopped, and the signal is
  * handed back at detach so the target never loses one.  Should the tracer
@@ -105,7 +113,10 @@ struct rbp_pause {
 	size_t n_tids, cap_tids;
 	struct pause_task *v;  /* threads held */
 	size_t n, cap;
+	size_t n_last;         /* after a release: v[0..n_last) is the last hold's */
+	long long budget_ns;   /* give a hold up this long after its first stop (0: never) */
 	int no_state;          /* this hold does not read what threads were doing */
+	int tids_state;        /* rbp_pause_hold_tids() reads it (rbp_pause_tids_state) */
 	long long spin_ns;     /* poll this long for a stop before sleeping */
 	unsigned spin_tried, spin_failed;  /* polls in this window; ended by sleeping */
 	unsigned spin_off;     /* holds left without polling */
@@ -323,7 +334,7 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 				poll_one(p, i);
 		for (size_t i = 0; i < p->n; i++)
 			running += !p->v[i].stopped;
-		if (spins)
+		if (spins || p->first_stop)
 			now = now_ns();
 		if (!running) {
 			if (spins && spin)
@@ -332,6 +343,8 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 		}
 		if (now > deadline)
 			return RBP_EPTRACE;
+		if (p->budget_ns && p->first_stop && now - p->first_stop > p->budget_ns)
+			return RBP_PAUSE_OVER;
 		/*
 		 * Yield once, so that a thread on our CPU can run and stop;
 		 * poll while the budget lasts; then sleep in growing steps.
@@ -343,6 +356,9 @@ static int wait_stopped(struct rbp_pause *p, long long timeout_ns)
 			continue;
 		} else {
 			long step = ++spins < 8 ? 5000L << spins : 500000L;
+			/* threads are held meanwhile: look again well within the bound */
+			if (p->budget_ns && p->first_stop && step > p->budget_ns / 4)
+				step = p->budget_ns / 4 > 2000 ? (long)(p->budget_ns / 4) : 2000L;
 			struct timespec ts = { 0, step };
 
 			if (spins % 16 == 0)
@@ -445,9 +461,78 @@ void rbp_pause_close(struct rbp_pause *p)
 /* A hold failed: let what was seized stop (a running thread cannot be detached), release it. */
 static int give_up(struct rbp_pause *p, int err)
 {
+	long long budget = p->budget_ns;
+
+	p->budget_ns = 0;   /* every thread must stop before it can be let go */
 	wait_stopped(p, PAUSE_TIMEOUT_NS);
+	p->budget_ns = budget;
 	rbp_pause_release(p);
 	return err;
+}
+
+void rbp_pause_release(struct rbp_pause *p);
+
+/*
+ * The hold ran over its budget: let every stopped thread go now, then
+ * each of the others as soon as it stops (or is gone).  Returns
+ * RBP_PAUSE_OVER, or the error of a thread that never stopped.
+ */
+static int release_late(struct rbp_pause *p)
+{
+	long long deadline = now_ns() + PAUSE_TIMEOUT_NS;
+	size_t n = p->n, k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!p->v[i].stopped) {
+			p->v[k++] = p->v[i];
+			continue;
+		}
+		if (ptrace(PTRACE_DETACH, p->v[i].tid, NULL, (void *)(long)p->v[i].sig) &&
+		    errno == ESRCH)
+			note_dead(p, p->v[i].tid);
+	}
+	p->held_ns = p->first_stop ? now_ns() - p->first_stop : 0;
+	p->first_stop = 0;   /* the late ones: held from their stop to our next look */
+	p->n = k;
+	for (unsigned polls = 1; p->n; polls++) {
+		for (size_t i = p->n; i-- > 0;) {
+			poll_one(p, i);
+			if (i < p->n && p->v[i].stopped) {
+				if (ptrace(PTRACE_DETACH, p->v[i].tid, NULL, (void *)(long)p->v[i].sig) &&
+				    errno == ESRCH)
+					note_dead(p, p->v[i].tid);
+				p->v[i] = p->v[--p->n];
+			}
+		}
+		if (!p->n || now_ns() > deadline)
+			break;
+		/* a late thread is held from its stop until we look: look twice per bound */
+		struct timespec ts = { 0, p->budget_ns / 2 > 5000 ? (long)(p->budget_ns / 2) : 5000L };
+		nanosleep(&ts, NULL);
+		if (polls % 16 == 0)
+			drop_zombies(p);
+	}
+	int err = p->n ? RBP_EPTRACE : RBP_PAUSE_OVER;
+	long long held = p->held_ns;
+	rbp_pause_release(p);   /* what never stopped, and the dead */
+	p->held_ns = held;
+	p->n_last = 0;          /* nothing read: what threads were doing is unknown */
+	return err;
+}
+
+void rbp_pause_tids_state(struct rbp_pause *p, int on)
+{
+	p->tids_state = on;
+}
+
+void rbp_pause_set_budget(struct rbp_pause *p, long long ns)
+{
+	p->budget_ns = ns > 0 ? ns : 0;
+}
+
+long long rbp_pause_holding_ns(const struct rbp_pause *p)
+{
+	return p && p->n && p->first_stop ? now_ns() - p->first_stop : 0;
 }
 
 int rbp_pause_hold(struct rbp_pause *p)
@@ -458,6 +543,7 @@ int rbp_pause_hold(struct rbp_pause *p)
 	if (p->n)
 		return RBP_EINVAL;   /* already holding */
 	p->no_state = 0;
+	p->n_last = 0;
 	for (int round = 0; added && !err; round++) {
 		err = round < PAUSE_MAX_ROUNDS ? pause_round(p, &added) : RBP_EPTRACE;
 		/* every held thread stopped: none unheld when the count agrees */
@@ -466,6 +552,8 @@ int rbp_pause_hold(struct rbp_pause *p)
 	}
 	if (!err && p->n == 0)
 		err = RBP_ENOPROC;
+	if (err == RBP_PAUSE_OVER)
+		return release_late(p);
 	return err ? give_up(p, err) : RBP_OK;
 }
 
@@ -475,7 +563,8 @@ int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
 
 	if (p->n)
 		return RBP_EINVAL;   /* already holding */
-	p->no_state = 1;
+	p->no_state = !p->tids_state;
+	p->n_last = 0;
 	for (size_t i = 0; i < n && !err; i++) {
 		/* a thread of this process still?  its tid may be reused */
 		if (syscall(SYS_tgkill, p->pid, tids[i], 0))
@@ -485,6 +574,8 @@ int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n)
 	}
 	if (!err)
 		err = wait_stopped(p, PAUSE_TIMEOUT_NS);
+	if (err == RBP_PAUSE_OVER)
+		return release_late(p);
 	return err ? give_up(p, err) : RBP_OK;
 }
 
@@ -513,7 +604,9 @@ size_t rbp_pause_nthreads(const struct rbp_pause *p)
 
 int rbp_pause_running(const struct rbp_pause *p, pid_t tid)
 {
-	for (size_t i = 0; p && i < p->n; i++)
+	size_t n = p ? (p->n ? p->n : p->n_last) : 0;
+
+	for (size_t i = 0; i < n; i++)
 		if (p->v[i].tid == tid)
 			return p->v[i].stopped ? p->v[i].running : -1;
 	return -1;
@@ -559,6 +652,7 @@ void rbp_pause_release(struct rbp_pause *p)
 			note_dead(p, p->v[i].tid);
 	p->held_ns = p->first_stop ? now_ns() - p->first_stop : 0;
 	p->first_stop = 0;
+	p->n_last = p->n;
 	p->n = 0;
 	reap_dead(p->pid, p->dead, p->n_dead);
 	p->n_dead = 0;

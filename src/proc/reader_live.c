@@ -7,6 +7,12 @@
  * allows under the same ptrace access check.  Reads are all or nothing:
  * a short read means part of the range is unmapped (RBP_EFAULT).  Batches
  * of ranges (rbp_readv) go in one process_vm_readv call.
+ *
+ * Reads name a thread of the process, not the process: once its main
+ * thread has exited while others run on (a zombie thread-group leader),
+ * process_vm_readv() naming the PID and /proc/PID/mem fail, while they
+ * work through any live thread.  The reader starts with the PID and moves
+ * to a live thread (rbp_live_task) when a read finds the one it uses gone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,11 +23,13 @@
 #include <unistd.h>
 
 #include "proc/reader.h"
+#include "proc/target.h"
 #include "util/err.h"
 
 struct live_reader {
 	struct rbp_reader base;
 	pid_t pid;
+	pid_t tid;     /* the thread reads go through: pid, or a live one (see above) */
 	int mem_fd;    /* /proc/PID/mem once the fallback is in use, else -1 */
 	int use_mem;   /* 1 after process_vm_readv was found unusable */
 };
@@ -60,9 +68,12 @@ static int read_mem(struct live_reader *r, uint64_t addr, void *buf,
 	size_t done = 0;
 
 	if (r->mem_fd < 0) {
-		char path[32];
+		char path[64];
 
-		snprintf(path, sizeof(path), "/proc/%d/mem", (int)r->pid);
+		if (r->tid == r->pid)
+			snprintf(path, sizeof(path), "/proc/%d/mem", (int)r->pid);
+		else
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", (int)r->pid, (int)r->tid);
 		r->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (r->mem_fd < 0)
 			return errno == ENOENT ? RBP_ENOPROC :
@@ -84,11 +95,36 @@ static int read_mem(struct live_reader *r, uint64_t addr, void *buf,
 	return RBP_OK;
 }
 
+/* The thread read through has exited: 1 when another live one took its place. */
+static int retarget(struct live_reader *r)
+{
+	pid_t live = rbp_live_task(r->pid);
+
+	if (!live || live == r->tid)
+		return 0;
+	r->tid = live;
+	if (r->mem_fd >= 0)
+		close(r->mem_fd);
+	r->mem_fd = -1;
+	return 1;
+}
+
+static int live_read_once(struct live_reader *r, uint64_t addr, void *buf, size_t len);
+
 /* All-or-nothing read; see the file comment for the fallback. */
 static int live_read(struct rbp_reader *base, uint64_t addr, void *buf,
 		     size_t len)
 {
 	struct live_reader *r = (struct live_reader *)base;
+	int err = live_read_once(r, addr, buf, len);
+
+	if (err == RBP_ENOPROC && retarget(r))
+		err = live_read_once(r, addr, buf, len);
+	return err;
+}
+
+static int live_read_once(struct live_reader *r, uint64_t addr, void *buf, size_t len)
+{
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
 	ssize_t n;
 
@@ -98,7 +134,7 @@ static int live_read(struct rbp_reader *base, uint64_t addr, void *buf,
 		return RBP_EFAULT;
 	if (r->use_mem)
 		return read_mem(r, addr, buf, len);
-	n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+	n = process_vm_readv(r->tid, &local, 1, &remote, 1, 0);
 	if (n == (ssize_t)len)
 		return RBP_OK;
 	if (n >= 0)
@@ -135,7 +171,7 @@ static void live_readv(struct rbp_reader *base, struct rbp_read_req *v, size_t n
 			local[k] = (struct iovec){ v[j].buf, v[j].len };
 			remote[k] = (struct iovec){ (void *)(uintptr_t)v[j].addr, v[j].len };
 		}
-		ssize_t got = r->use_mem ? -1 : process_vm_readv(r->pid, local, k, remote, k, 0);
+		ssize_t got = r->use_mem ? -1 : process_vm_readv(r->tid, local, k, remote, k, 0);
 		if (got < 0) {   /* fallback, a gone process...: one by one says why */
 			for (size_t j = i; j < i + k; j++)
 				v[j].err = live_read(base, v[j].addr, v[j].buf, v[j].len);
@@ -184,6 +220,9 @@ int rbp_reader_open_pid(pid_t pid, struct rbp_reader **out)
 		return RBP_ENOMEM;
 	r->base.ops = &live_ops;
 	r->pid = pid;
+	r->tid = rbp_live_task(pid);
+	if (!r->tid)
+		r->tid = pid;
 	r->mem_fd = -1;
 	*out = &r->base;
 	return RBP_OK;

@@ -98,16 +98,19 @@ int rbp_target_open_pid(pid_t pid, struct rbp_target **out)
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if (stat(path, &st))
 		return rbp_proc_errno(errno);
-	/* a zombie has exited: it has no memory left to read */
-	struct rbp_task_info ti;
-	if (!rbp_task_info(pid, pid, &ti) && (ti.state == 'Z' || ti.state == 'X'))
+	/* a zombie has exited: it has no memory left to read (but see rbp_live_task) */
+	pid_t live = rbp_live_task(pid);
+	if (!live)
 		return RBP_ENOPROC;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return RBP_ENOMEM;
 	t->pid = pid;
 	t->ns_pid = ns_last(pid, pid);
-	snprintf(t->root, sizeof(t->root), "/proc/%d/root", (int)pid);
+	if (live == pid)
+		snprintf(t->root, sizeof(t->root), "/proc/%d/root", (int)pid);
+	else
+		snprintf(t->root, sizeof(t->root), "/proc/%d/task/%d/root", (int)pid, (int)live);
 	ssize_t k = readlink(t->root, t->root_dir, sizeof(t->root_dir) - 1);
 	/* "/" (not chroot'ed), unreadable or too long: nothing to drop */
 	t->root_dir[k > 1 && (size_t)k < sizeof(t->root_dir) - 1 ? k : 0] = '\0';
@@ -193,6 +196,25 @@ static int collect_tids(DIR *d, pid_t **tids, size_t *n)
 		*tids = NULL;
 	}
 	return err;
+}
+
+pid_t rbp_live_task(pid_t pid)
+{
+	struct rbp_task_info ti;
+	pid_t *tids = NULL, live = 0;
+	size_t n = 0;
+
+	if (rbp_task_info(pid, pid, &ti))
+		return 0;
+	if (ti.state != 'Z' && ti.state != 'X')
+		return pid;
+	if (rbp_task_list(pid, &tids, &n))
+		return 0;
+	for (size_t i = 0; i < n && !live; i++)
+		if (!rbp_task_info(pid, tids[i], &ti) && ti.state != 'Z' && ti.state != 'X')
+			live = tids[i];
+	free(tids);
+	return live;
 }
 
 /* *tids is owned by the caller (free). */

@@ -78,6 +78,14 @@ struct rbp_task_info {
 	char comm[17];  /* /proc/PID/task/TID/comm without the newline */
 };
 int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out);
+/*
+ * A thread of the process that has not exited, through which its memory,
+ * mappings and root are read: pid itself, unless its main thread (the
+ * thread-group leader) has exited while other threads run on -- a zombie
+ * leader has no memory, maps or root of its own to show, and a
+ * process_vm_readv() naming it fails.  0 when no thread is left.
+ */
+pid_t rbp_live_task(pid_t pid);
 
 /*
  * The process tree as /proc shows it, for following a process's children
@@ -130,6 +138,18 @@ int rbp_pause_hold(struct rbp_pause *p);
  */
 int rbp_pause_hold_tids(struct rbp_pause *p, const pid_t *tids, size_t n);
 void rbp_pause_release(struct rbp_pause *p);  /* NULL-safe */
+/*
+ * Bound a hold: when some threads have not stopped ns nanoseconds after
+ * the first one did, rbp_pause_hold() lets every thread go (each that had
+ * not stopped yet as soon as it stops) and returns RBP_PAUSE_OVER, with
+ * nothing held.  0: no bound (the default).
+ */
+#define RBP_PAUSE_OVER 1
+void rbp_pause_set_budget(struct rbp_pause *p, long long ns);
+/* Whether rbp_pause_hold_tids() reads what each thread was doing (default 0). */
+void rbp_pause_tids_state(struct rbp_pause *p, int on);
+/* How long the hold in progress has kept a thread stopped, ns; 0 when none is held. */
+long long rbp_pause_holding_ns(const struct rbp_pause *p);
 void rbp_pause_close(struct rbp_pause *p);    /* NULL-safe */
 /*
  * How long the last hold kept a thread stopped: from the first thread's

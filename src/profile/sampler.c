@@ -34,6 +34,7 @@
 #include "ruby/gc.h"
 #include "util/err.h"
 #include "util/hmap.h"
+#include "util/vec.h"
 
 #define DUTY_WINDOW_NS 100000000ull  /* real-time duty cycle checked over 100 ms */
 #define BPF_READ_NS 50000000ull      /* --sampler=bpf: the kernel's copies decoded every 50 ms */
@@ -61,6 +62,8 @@ struct loop {
 	struct rbp_hmap *tid_names;  /* tid -> interned OS thread name (profile pool) */
 	struct rbp_hmap own_ids, own_names;
 	struct rbp_hmap states;      /* tid -> state char, this tick (--on-cpu) */
+	pid_t *runnable;             /* --on-cpu: the tids /proc shows runnable, this tick */
+	size_t n_runnable, cap_runnable;
 	uint32_t root_node;          /* stacks hang below it (a process root), 0: the root */
 };
 
@@ -71,13 +74,10 @@ static uint64_t now_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* 0 when the process is gone or a zombie. */
+/* 0 when the process is gone or a zombie (a zombie main thread alone is not). */
 static int target_alive(pid_t pid)
 {
-	struct rbp_task_info ti;
-	if (rbp_task_info(pid, pid, &ti))
-		return 0;
-	return ti.state != 'Z' && ti.state != 'X';
+	return rbp_live_task(pid) != 0;
 }
 
 /* Profile frame id for a walker frame, through the pointer-keyed cache. */
@@ -165,11 +165,17 @@ static void read_states(struct loop *l)
 	struct rbp_task_info ti;
 
 	rbp_hmap_clear(&l->states);
+	l->n_runnable = 0;
 	if (rbp_task_list(l->t->pid, &tids, &n))
 		return;
-	for (size_t i = 0; i < n; i++)
-		if (!rbp_task_info(l->t->pid, tids[i], &ti))
-			rbp_hmap_put(&l->states, (uint64_t)tids[i], (uint64_t)(unsigned char)ti.state);
+	for (size_t i = 0; i < n; i++) {
+		if (rbp_task_info(l->t->pid, tids[i], &ti))
+			continue;
+		rbp_hmap_put(&l->states, (uint64_t)tids[i], (uint64_t)(unsigned char)ti.state);
+		if (ti.state == 'R' &&
+		    !rbp_grow(&l->runnable, &l->cap_runnable, l->n_runnable + 1, sizeof(*l->runnable)))
+			l->runnable[l->n_runnable++] = tids[i];
+	}
 	free(tids);
 }
 
@@ -178,12 +184,22 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 {
 	int err;
 
-	if (l->o->on_cpu && (l->o->nonblocking || l->t->is_core))
+	/*
+	 * --on-cpu: /proc's states first.  Read paused, only the threads it
+	 * shows runnable are stopped (what each was doing is then read at its
+	 * stop); a sleeping one is left alone, and left out.
+	 */
+	int runnable_only = l->o->on_cpu && !l->o->nonblocking && !l->t->is_core && !l->native;
+	if (l->o->on_cpu && !l->native)
 		read_states(l);
+	rbp_vm_set_hold_budget(l->vm, l->o->max_hold_ns == UINT64_MAX ? 0 :
+			       l->o->max_hold_ns ? l->o->max_hold_ns : RBP_DEFAULT_MAX_HOLD_NS);
 	err = l->native ? rbp_vm_read_stacks_native(l->vm, l->native, &l->stacks) :
+	      runnable_only ? rbp_vm_read_stacks_tids(l->vm, l->runnable, l->n_runnable, &l->stacks) :
 	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking ? RBP_PAUSE_NONE :
 					l->o->on_cpu || l->o->pause_all ? RBP_PAUSE_ALL :
 					RBP_PAUSE_GVL, &l->stacks);
+	st->over_budget += l->stacks.over_budget;
 	if (l->stacks.held_ns) {
 		st->holds++;
 		st->held_ns_sum += l->stacks.held_ns;
@@ -546,6 +562,7 @@ checked:
 	rbp_hmap_clear(&l.own_ids);
 	rbp_hmap_clear(&l.own_names);
 	rbp_hmap_clear(&l.states);
+	free(l.runnable);
 	return err;
 }
 

@@ -21,6 +21,15 @@
  * kernel takes to wake the thread is a large part of the half-period
  * budget, the loop wakes that much early and spins to the deadline (at
  * most a sixth of a period).
+ *
+ * Holding threads stopped (blocking reads): a tick stops the GVL's holder
+ * (every thread with on_cpu or pause_all, or when no thread holds the
+ * GVL), copies what can change, and lets it go; labels and lines are
+ * decoded after.  opts.max_hold_ns bounds how long any thread stays
+ * stopped: a tick whose threads take longer to stop, or whose copy takes
+ * longer, lets them go at the bound and finishes its read without them
+ * stopped, as --nonblocking does (its stacks may be torn, rarely); such
+ * ticks still give samples and are counted in status.over_budget.
  */
 #ifndef RBP_PROFILE_SAMPLER_H
 #define RBP_PROFILE_SAMPLER_H
@@ -31,6 +40,9 @@
 #include "profile/profile.h"
 #include "proc/target.h"
 #include "ruby/vm.h"
+
+/* The default bound on a hold (opts.max_hold_ns): 300 us. */
+#define RBP_DEFAULT_MAX_HOLD_NS 300000ull
 
 enum rbp_stop_reason {
 	RBP_STOP_NONE = 0,
@@ -67,6 +79,9 @@ struct rbp_sampler_status {
 	/* paused reads: how long a thread of the target was held stopped
 	 * (first stop to release), nanoseconds, over the reads that paused */
 	uint64_t held_ns_max, held_ns_sum, holds;
+	/* of those, reads whose threads were let go at opts.max_hold_ns, before
+	 * the read was done: finished without pausing */
+	uint64_t over_budget;
 	enum rbp_sched_state sched;   /* how the loop's thread was scheduled */
 };
 
@@ -83,6 +98,9 @@ struct rbp_sampler_opts {
 	uint8_t pause_all;
 	uint8_t no_gc;            /* no "(GC: ...)" frame on the thread running the collector */
 	uint8_t realtime;         /* try SCHED_FIFO for the loop's thread (see above) */
+	/* longest a blocking read may keep a thread stopped, ns (see above);
+	 * 0: RBP_DEFAULT_MAX_HOLD_NS, UINT64_MAX: no bound */
+	uint64_t max_hold_ns;
 	/* --native: unwind native stacks with this and merge them (never
 	 * nonblocking; NULL: Ruby frames only).  Not owned. */
 	struct rbp_native *native;

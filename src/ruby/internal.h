@@ -62,6 +62,14 @@ struct rbp_vm {
 	int gc_flags_read;              /* 1 read, 2 the read failed, 0 not read (gc.c) */
 	struct rbp_pause *pause;        /* reused by every rv_pause(), NULL until the first */
 	uint64_t held_ns;               /* longest hold of the current read (rv_resume) */
+	uint64_t hold_budget_ns;        /* rbp_vm_set_hold_budget(); 0: no bound */
+	uint64_t pause_budget_ns;       /* the bound rv_pause() sets: hold_budget_ns while
+					 * rbp_vm_read_stacks_paused() runs, else 0 */
+	struct rbp_pause *holding;      /* threads held while read_stacks() copies, else NULL */
+	sigset_t holding_old;           /* ... and the signal mask to restore at release */
+	int over_budget;                /* the current read let threads go at the bound */
+	const pid_t *only_tids;         /* rbp_vm_read_stacks_tids(): hold these alone */
+	size_t n_only_tids;
 	pid_t gvl_tid;                  /* the GVL's holder at the last paused read; 0: none */
 	uint64_t gvl_th;                /* ... its rb_thread_t */
 	uint64_t gvl_word;              /* where the VM names the GVL's owner (walk.c) */
@@ -171,6 +179,16 @@ int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req);
 int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **pause,
 	     sigset_t *old);
 void rv_resume(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old);
+/*
+ * While read_stacks() copies what it needs from a held target
+ * (vm->holding): rv_hold_check() lets the threads go when the hold has
+ * lasted over the bound (the read goes on without them held:
+ * vm->over_budget), rv_hold_end() once everything is copied -- labels and
+ * lines are decoded after that, with the target running.  No-ops when
+ * nothing is held.
+ */
+void rv_hold_check(struct rbp_vm *vm);
+void rv_hold_end(struct rbp_vm *vm);
 
 /* ---- native frames (merge.c) ------------------------------------- */
 struct rbp_native_sym;

@@ -111,8 +111,11 @@ int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **
 	*pause = NULL;
 	if (!vm->pause && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
 		goto out;
+	rbp_pause_set_budget(vm->pause, (long long)vm->pause_budget_ns);
 	if (!(err = tids ? rbp_pause_hold_tids(vm->pause, tids, n) : rbp_pause_hold(vm->pause)))
 		*pause = vm->pause;
+	if (err == RBP_PAUSE_OVER && (uint64_t)rbp_pause_held_ns(vm->pause) > vm->held_ns)
+		vm->held_ns = (uint64_t)rbp_pause_held_ns(vm->pause);
 out:
 	if (err)
 		sigprocmask(SIG_SETMASK, old, NULL);
@@ -149,19 +152,42 @@ static void note_gvl_holder(struct rbp_vm *vm, const struct rbp_stacks *s)
 		}
 }
 
-/* Read while pause holds threads, note the GVL's holder, and let them go. */
+void rv_hold_check(struct rbp_vm *vm)
+{
+	if (vm->holding && vm->pause_budget_ns &&
+	    (uint64_t)rbp_pause_holding_ns(vm->holding) > vm->pause_budget_ns) {
+		vm->over_budget = 1;
+		rv_hold_end(vm);
+	}
+}
+
+void rv_hold_end(struct rbp_vm *vm)
+{
+	if (!vm->holding)
+		return;
+	rv_resume(vm, vm->holding, &vm->holding_old);
+	vm->holding = NULL;
+}
+
+/*
+ * Read while pause holds threads (read_stacks() lets them go once it has
+ * copied what can change, or at the bound), and note the GVL's holder.
+ */
 static int read_held(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old,
 		     struct rbp_stacks *out)
 {
+	vm->holding = pause;
+	vm->holding_old = *old;
 	int err = rbp_vm_read_stacks(vm, out);
 
+	rv_hold_end(vm);
 	if (err)
 		vm->gvl_tid = 0;
 	else
 		note_gvl_holder(vm, out);
+	/* what each was doing when it stopped: known, whether let go early or not */
 	for (size_t i = 0; !err && i < out->n_threads; i++)
 		out->threads[i].running = (int8_t)rbp_pause_running(pause, out->threads[i].tid);
-	rv_resume(vm, pause, old);
 	return err;
 }
 
@@ -213,22 +239,60 @@ static int read_gvl_paused(struct rbp_vm *vm, struct rbp_stacks *out)
 	return 1;
 }
 
-int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)
+void rbp_vm_set_hold_budget(struct rbp_vm *vm, uint64_t ns)
+{
+	vm->hold_budget_ns = ns;
+}
+
+static int read_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)
 {
 	struct rbp_pause *pause = NULL;
 	sigset_t old;
 	int err;
 
+	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1)
+		return err;
+	if ((err = rv_pause(vm, vm->only_tids, vm->n_only_tids, &pause, &old)) == RBP_PAUSE_OVER) {
+		/* threads took too long to stop: read as --nonblocking does */
+		vm->over_budget = 1;
+		vm->gvl_tid = 0;
+		return rbp_vm_read_stacks(vm, out);
+	}
+	return err ? err : read_held(vm, pause, &old, out);
+}
+
+int rbp_vm_read_stacks_tids(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_stacks *out)
+{
+	static const pid_t none = 0;
+	int err;
+
+	vm->only_tids = tids ? tids : &none;
+	vm->n_only_tids = tids ? n : 0;
+	if (!vm->pause && !vm->t->is_core && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
+		return err;
+	if (vm->pause)
+		rbp_pause_tids_state(vm->pause, 1);
+	err = rbp_vm_read_stacks_paused(vm, RBP_PAUSE_ALL, out);
+	if (vm->pause)
+		rbp_pause_tids_state(vm->pause, 0);
+	vm->only_tids = NULL;
+	vm->n_only_tids = 0;
+	return err;
+}
+
+int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)
+{
+	int err;
+
 	out->held_ns = vm->held_ns = 0;
+	out->over_budget = 0;
 	if (mode == RBP_PAUSE_NONE || vm->t->is_core)
 		return rbp_vm_read_stacks(vm, out);
-	if (mode == RBP_PAUSE_GVL && (err = read_gvl_paused(vm, out)) != 1) {
-		out->held_ns = vm->held_ns;
-		return err;
-	}
-	if ((err = rv_pause(vm, NULL, 0, &pause, &old)))
-		return err;
-	err = read_held(vm, pause, &old, out);
+	vm->over_budget = 0;
+	vm->pause_budget_ns = vm->hold_budget_ns;
+	err = read_paused(vm, mode, out);
+	vm->pause_budget_ns = 0;
 	out->held_ns = vm->held_ns;
+	out->over_budget = (uint8_t)vm->over_budget;
 	return err;
 }

@@ -167,6 +167,10 @@ struct rbp_stacks {
 	/* paused reads: the longest a thread was held stopped (first stop to
 	 * release), nanoseconds; 0 when read without pausing */
 	uint64_t held_ns;
+	/* paused reads: the hold reached the bound (rbp_vm_set_hold_budget)
+	 * before the read was done, so the threads were let go and the read
+	 * finished (or was made) without them stopped, as --nonblocking does */
+	uint8_t over_budget;
 };
 
 /*
@@ -224,6 +228,26 @@ enum rbp_pause_mode {
 	RBP_PAUSE_GVL,
 };
 int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out);
+/*
+ * Bound how long rbp_vm_read_stacks_paused() keeps any thread stopped, in
+ * nanoseconds (0: no bound, the default).  Only what can change is copied
+ * while threads are held (thread list, control frames, the used part of
+ * each VM stack); labels and lines are decoded after the release.  The
+ * bound is checked while waiting for the threads to stop and between
+ * those copies: once it is reached, the threads are let go and the read
+ * finishes without them (out->over_budget).  A thread is thus held at
+ * most the bound plus one read of its memory, unless the kernel does not
+ * run rbpeek meanwhile.  Not for rbp_vm_read_stacks_native().
+ */
+void rbp_vm_set_hold_budget(struct rbp_vm *vm, uint64_t ns);
+/*
+ * rbp_vm_read_stacks_paused(RBP_PAUSE_ALL) holding only the n threads tids
+ * (what each was doing is read at its stop; the others' running is -1):
+ * --on-cpu holds the threads /proc shows runnable, and never interrupts a
+ * sleeping one -- stopping it would wake it, and it would then show as
+ * runnable at the next tick while it goes back to sleep.
+ */
+int rbp_vm_read_stacks_tids(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_stacks *out);
 
 /*
  * rbp_vm_read_stacks_paused() plus each thread's native stack, unwound

@@ -602,6 +602,7 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 			vm->reqs[k++] = (struct rbp_read_req){ w[i].cfp, vm->cfp_buf + w[i].cfp_off,
 							       w[i].n_cfp * L->cfp.size, 0 };
 	rv_readv(vm, vm->reqs, k);
+	rv_hold_check(vm);
 	k = 0;
 	total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -725,6 +726,7 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
 			   !(err = th ? rbp_hmap_put(&seen, th, 1) : RBP_OK)) {
 			node = rv_u64(vm->thr_buf + *n * span, L->thread.lt_node);
 			(*ths)[(*n)++] = th;
+			rv_hold_check(vm);
 		}
 	}
 	rbp_hmap_clear(&seen);
@@ -738,7 +740,9 @@ static int thread_list(struct rbp_vm *vm, size_t span, uint64_t **ths, size_t *n
  * number of threads (a live process: one process_vm_readv each):
  * execution contexts (and tids), control frames, VM stacks with the
  * environments off the stack.  One thread: five reads.  Cache misses (new
- * iseqs, lines, labels) cost more reads.
+ * iseqs, lines, labels) cost more reads: those come after the copies, when
+ * a paused read has let the target go (rv_hold_end), as iseqs, method
+ * entries and strings do not change under a running program.
  */
 static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct rbp_stacks *out)
 {
@@ -771,6 +775,7 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct 
 	}
 	if ((err = read_ecs(vm, n, w)))
 		goto done;
+	rv_hold_check(vm);
 	for (size_t i = 0; i < n; i++) {
 		struct rbp_thread *t = &out->threads[i];
 		if (w[i].tid_addr)
@@ -789,6 +794,8 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct 
 	}
 	if ((err = read_frames(vm, n, w)))
 		goto done;
+	/* everything that changes as the target runs is copied: let it run */
+	rv_hold_end(vm);
 	for (size_t i = 0; i < n; i++) {
 		if (w[i].skip)
 			continue;

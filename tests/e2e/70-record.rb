@@ -524,10 +524,11 @@ end
 end
 
 # Blocking mode stops only the thread holding the GVL (no Ruby stack can
-# change while it is stopped): the two sleeping threads of spinsleep.rb are
-# never interrupted, so their context switches stay put -- while stopping
-# every thread, as --on-cpu must (it needs each thread's state), wakes them
-# twice a tick.  record/threads checks that their stacks are still right.
+# change while it is stopped), and --on-cpu only the threads /proc shows
+# runnable: the two sleeping threads of spinsleep.rb are never interrupted,
+# so their context switches stay put -- while stopping every thread, as
+# snapshot does, wakes them twice each time (the control that the count
+# shows pauses).  record/threads checks that their stacks are still right.
 def switches(pid, tids)
   tids.sum do |tid|
     s = File.read("/proc/#{pid}/task/#{tid}/status")
@@ -547,9 +548,15 @@ check("record/blocking-stops-gvl-holder") do |probs|
 
       woken[name] = switches(t.pid, sleepers) - before
     end
-    if woken.size == 2
-      probs << "the sleeping threads switched #{woken["default"]} times while recorded, expected (almost) none" if woken["default"] > 20
-      probs << "stopping every thread switched them only #{woken["--on-cpu"]} times: the count does not show pauses" if woken["--on-cpu"] < 100
+    before = switches(t.pid, sleepers)
+    30.times { R.rec("snapshot", "--pid", t.pid) }
+    woken["30 snapshots"] = switches(t.pid, sleepers) - before
+    if woken.size == 3
+      %w[default --on-cpu].each do |name|
+        probs << "the sleeping threads switched #{woken[name]} times while recorded (#{name}), expected (almost) none" if woken[name] > 20
+      end
+      probs << "30 snapshots (every thread stopped) switched them only #{woken["30 snapshots"]} times: the count " \
+               "does not show pauses" if woken["30 snapshots"] < 60
     end
     (p = t.running_problem) && probs << "afterwards: #{p}"
     "sleeping threads' context switches: #{woken.map { |k, v| "#{k} #{v}" }.join(", ")}"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# 74-sampler-bpf.rb - record and top with --sampler=bpf, the in-kernel
+# 65-sampler-bpf.rb - record and top with --sampler=bpf, the in-kernel
 # sampler (a clock perf event per CPU runs an eBPF program that copies the
 # interrupted Ruby thread's frames; rbpeek decodes the copies with its
 # walker), on real Ruby processes: the host's Ruby and every Ruby chroot
