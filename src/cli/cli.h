@@ -131,6 +131,10 @@ struct cli_target_opts {
 /* -r N and -d SECONDS of the commands that watch a process (cli_rate_opt, cli_duration_opt). */
 #define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
 	{ "duration", required_argument, NULL, 'd' }
+/* --raw-file PATH and --no-raw of the commands that keep a raw profile (cli_raw_opt). */
+enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW };
+#define CLI_OPTS_RAW { "raw-file", required_argument, NULL, CLI_OPT_RAWFILE }, \
+	{ "no-raw", no_argument, NULL, CLI_OPT_NORAW }
 /*
  * The default case of a command's getopt_long loop: takes option c (value
  * in optarg) when it is one of the target options (o may be NULL for a
@@ -159,6 +163,9 @@ int cli_parse_seconds(const char *s, double *out);
  */
 int cli_duration_opt(const char *cmd, const char *arg, double *out);
 int cli_rate_opt(const char *cmd, const char *arg, const char *unit, unsigned *rate);
+/* Option c of CLI_OPTS_WATCH ('r' or 'd', value arg) into *rate or *duration: as above. */
+int cli_watch_opt(const char *cmd, int c, const char *arg, const char *unit, unsigned *rate,
+		  double *duration);
 /*
  * After the option loop of a command that watches a live process: no
  * operands left, and --pid given (else the usage error missing).  Returns
@@ -234,6 +241,8 @@ int cli_pick_name(const char *cmd, const char *given, const char *fits, const ch
 int cli_check_output(const char *output);
 /* --raw-file PATH into *raw; a usage error (printed, EXIT_USAGE) for "" or "-". */
 int cli_raw_file_opt(const char *cmd, const char *path, const char **raw);
+/* Option c of CLI_OPTS_RAW: --raw-file PATH (as above), or --no-raw (*raw = ""). */
+int cli_raw_opt(const char *cmd, int c, const char *arg, const char **raw);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary

@@ -78,7 +78,7 @@ struct live {
 
 static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 {
-	enum { OPT_SILENT = 256, OPT_NO_BPF, OPT_RAWFILE, OPT_NORAW };
+	enum { OPT_SILENT = 256, OPT_NO_BPF };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -87,8 +87,7 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		{ "silent", no_argument, NULL, OPT_SILENT },
 		CLI_OPTS_LAYOUT,
 		{ "no-bpf", no_argument, NULL, OPT_NO_BPF },
-		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
-		{ "no-raw", no_argument, NULL, OPT_NORAW },
+		CLI_OPTS_RAW,
 		CLI_OPTS_END
 	};
 	char *end;
@@ -98,12 +97,8 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:p:d:r:t:o:f:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'd':
-			if (cli_duration_opt("alloc", optarg, &o->duration))
-				return EXIT_USAGE;
-			break;
-		case 'r':
-			if (cli_rate_opt("alloc", optarg, "stacks/s", &o->rate))
+		case 'd': case 'r':
+			if (cli_watch_opt("alloc", c, optarg, "stacks/s", &o->rate, &o->duration))
 				return EXIT_USAGE;
 			break;
 		case 't':
@@ -116,11 +111,10 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		case 'f': o->format = optarg; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
-		case OPT_RAWFILE:
-			if (cli_raw_file_opt("alloc", optarg, &o->raw))
+		case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
+			if (cli_raw_opt("alloc", c, optarg, &o->raw))
 				return EXIT_USAGE;
 			break;
-		case OPT_NORAW: o->raw = ""; break;
 		case 'h': cli_print_usage(alloc_usage); exit(0);
 		default:
 			if (cli_other_opt("alloc", c, argv, &o->t))

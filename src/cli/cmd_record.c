@@ -108,7 +108,7 @@ struct record_opts {
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_RAWFILE, OPT_NORAW,
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT,
 	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
@@ -127,8 +127,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
-		{ "raw-file", required_argument, NULL, OPT_RAWFILE },
-		{ "no-raw", no_argument, NULL, OPT_NORAW },
+		CLI_OPTS_RAW,
 		{ "idle", no_argument, NULL, OPT_IDLE },
 		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
 		{ "sampler", required_argument, NULL, OPT_SAMPLER },
@@ -140,12 +139,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:p:r:d:o:f:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'r':
-			if (cli_rate_opt("record", optarg, "Hz", &o->rate))
-				return EXIT_USAGE;
-			break;
-		case 'd':
-			if (cli_duration_opt("record", optarg, &o->duration))
+		case 'r': case 'd':
+			if (cli_watch_opt("record", c, optarg, "Hz", &o->rate, &o->duration))
 				return EXIT_USAGE;
 			break;
 		case 'o': o->output = optarg; break;
@@ -170,11 +165,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
 			break;
 		}
-		case OPT_RAWFILE:
-			if (cli_raw_file_opt("record", optarg, &o->raw))
+		case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
+			if (cli_raw_opt("record", c, optarg, &o->raw))
 				return EXIT_USAGE;
 			break;
-		case OPT_NORAW: o->raw = ""; break;
 		case OPT_IDLE: o->idle = 1; break;
 		case OPT_NOIDLE: o->idle = 0; break;
 		case OPT_SAMPLER:

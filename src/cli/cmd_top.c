@@ -87,17 +87,13 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:p:r:d:n:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'r':
-			if (cli_rate_opt("top", optarg, "Hz", &o->rate))
+		case 'r': case 'd':
+			if (cli_watch_opt("top", c, optarg, "Hz", &o->rate, &o->duration))
 				return EXIT_USAGE;
 			break;
 		case OPT_DELAY:
 			if (cli_parse_seconds(optarg, &o->delay) || o->delay < 0.1)
 				return cli_usage_error("top", "invalid delay '%s' (at least 0.1 s)", optarg);
-			break;
-		case 'd':
-			if (cli_duration_opt("top", optarg, &o->duration))
-				return EXIT_USAGE;
 			break;
 		case 'n':
 			o->iterations = strtol(optarg, &end, 10);

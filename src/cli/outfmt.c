@@ -107,3 +107,12 @@ int cli_raw_file_opt(const char *cmd, const char *path, const char **raw)
 	*raw = path;
 	return 0;
 }
+
+int cli_raw_opt(const char *cmd, int c, const char *arg, const char **raw)
+{
+	if (c == CLI_OPT_NORAW) {
+		*raw = "";
+		return 0;
+	}
+	return cli_raw_file_opt(cmd, arg, raw);
+}

@@ -39,6 +39,12 @@ int cli_rate_opt(const char *cmd, const char *arg, const char *unit, unsigned *r
 	return 0;
 }
 
+int cli_watch_opt(const char *cmd, int c, const char *arg, const char *unit, unsigned *rate,
+		  double *duration)
+{
+	return c == 'r' ? cli_rate_opt(cmd, arg, unit, rate) : cli_duration_opt(cmd, arg, duration);
+}
+
 int cli_pid_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o,
 		  const char *missing)
 {
