@@ -19,7 +19,7 @@ include TraceCheck
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
              %w[trace/json trace/cli trace/cli-json trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
-  host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
+  host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev; a sanitizer run uses the plain build's, which make test builds first)") }
   exit 0
 end
 

@@ -13,7 +13,7 @@ include TraceCheck
 
 names = %w[trace/exec-chains trace/children]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
-  names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") }
+  names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev; a sanitizer run uses the plain build's, which make test builds first)") }
   exit 0
 end
 work = File.join(OUT, "trace-exec.#{$$}")

@@ -120,7 +120,7 @@ test("privilege/sudo-spawn") do
 end
 
 test("privilege/sudo-trace") do
-  next skip("privilege/sudo-trace", "#{TraceCheck::EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev)") unless
+  next skip("privilege/sudo-trace", "#{TraceCheck::EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev; a sanitizer run uses the plain build's, which make test builds first)") unless
     File.exist?(File.join(TraceCheck::EXT, "rbpeek", "trace_ext.so"))
 
   probs = []
