@@ -186,6 +186,12 @@ int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, 
 		o->pause = !strcmp(v, "yes");
 		return RBP_OK;
 	}
+	if (!strcmp(key, "sampler")) {
+		if (strcmp(v, "bpf") && strcmp(v, "ptrace"))
+			return why_set(why, cap, "bpf or ptrace");
+		o->ptrace = !strcmp(v, "ptrace");
+		return RBP_OK;
+	}
 	if (!strcmp(key, "require-env")) {
 		if (strlen(v) >= sizeof(o->require_env) || strchr(v, '='))
 			return why_set(why, cap, "an environment variable's name");
