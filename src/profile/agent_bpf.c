@@ -27,6 +27,7 @@
 
 #include "profile/bpfsampler.h"
 #include "profile/sampler.h"
+#include "profile/agent_int.h"
 #include "util/err.h"
 #include "util/hmap.h"
 
@@ -42,13 +43,6 @@ struct bpf_state {
 	const struct rbp_agent_sink *sink;
 	struct rbp_agent_sampler_stats *st;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int bpf_open(const struct rbp_agent_opts *o, void **state)
 {
@@ -181,12 +175,11 @@ static int bpf_run(void *state, struct rbp_procset *procs, uint64_t until_ns,
 	if ((err = refresh(s, procs, st)))
 		return err;
 	for (;;) {
-		uint64_t now = mono_ns();
+		uint64_t now = agent_mono_ns();
 		if (now >= until_ns || (should_stop && should_stop(ctx)))
 			break;
 		uint64_t wake = until_ns - now < READ_NS ? until_ns : now + READ_NS;
-		struct timespec ts = { (time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull) };
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		agent_sleep_until(wake);
 		if ((err = read_ring(s, procs, sink, st)))
 			return err;
 	}
