@@ -143,7 +143,7 @@ for n in $NS; do
 		cpu_of[$smp]=$(( c1 - c0 ))
 		vs="-"
 		[ "$smp" = ptrace ] && [ -n "${cpu_of[bpf]:-}" ] && vs=$(awk -v b="${cpu_of[bpf]}" -v p="$(( c1 - c0 ))" \
-			'BEGIN { print p > 0 ? sprintf("%.2f", b / p) : "-" }')
+			'BEGIN { print (p > 0 ? sprintf("%.2f", b / p) : "-") }')
 		awk -v c0="$c0" -v c1="$c1" -v hz="$hz" -v s="$SECS" -v n="$n" -v t0="$t0" -v t1="$t1" -v smp="$smp" \
 		    -v l0="$l0" -v l1="$l1" -v s0="$s0" -v s1="$s1" -v rec="${per_rec:-0}" -v rss="$rss" -v vs="$vs" 'BEGIN {
 			cpu = (c1 - c0) / hz; ticks = t1 - t0
