@@ -12,8 +12,8 @@
  * holding the GVL is stopped for each read, as record does.
  *
  * Its cost grows with the number of Ruby processes, idle ones included
- * (one read per process per tick); the in-kernel sampler that is to
- * replace it reads only the threads that are on a CPU.
+ * (one read per process per tick); the in-kernel sampler (agent_bpf.c,
+ * the default) reads only the threads that are on a CPU.
  */
 #include "profile/agent.h"
 
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "profile/sampler.h"
 #include "profile/agent_int.h"
+#include "profile/sampler.h"
 #include "util/err.h"
 
 struct ptrace_state {

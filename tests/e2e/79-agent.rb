@@ -37,6 +37,9 @@
 #       come from a --config file here (with sampler = ptrace and
 #       pause = yes: the GVL's holder stopped for each read), and `rbpeek agent --status` reads
 #       its state while the server is down.
+#   agent/bpf-fallback   run by a user eBPF is refused to (nobody, on a
+#       Ruby of nobody's): one warning saying why, the ptrace sampler, and
+#       the process profiled all the same.
 #   agent/usage-errors   no --server, https, bad values, a bad config
 #       file, an unknown sampler, --pause with the bpf sampler: exit 2
 #       with the reason; --status with no agent there, and a
@@ -49,10 +52,11 @@ include E2E
 
 PROCS = "agent/standin-pyroscope/processes"
 PROCS_PTRACE = "agent/standin-pyroscope/processes-ptrace"
+FALLBACK_T = "agent/bpf-fallback"
 OUTAGE = "agent/standin-pyroscope/server-down-slow-500"
 USAGE = "agent/usage-errors"
 RECEIVER = File.join(__dir__, "fixtures", "ingest_receiver.rb")
-exit 0 if skip_without_rbpeek([PROCS, PROCS_PTRACE, OUTAGE, USAGE])
+exit 0 if skip_without_rbpeek([PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE, USAGE])
 
 check(USAGE) do |probs|
   dir = Dir.mktmpdir("rbpeek-agent-usage-", OUT)
@@ -85,7 +89,7 @@ check(USAGE) do |probs|
 end
 
 unless root?
-  [PROCS, PROCS_PTRACE, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
+  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
   finish
 end
 # go tool pprof reads the payloads: Debian's golang-go, installed when
@@ -95,7 +99,7 @@ unless system("command -v go >/dev/null 2>&1")
       env: { "DEBIAN_FRONTEND" => "noninteractive" })
 end
 unless system("command -v go >/dev/null 2>&1")
-  [PROCS, PROCS_PTRACE, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
+  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
   finish
 end
 
@@ -410,6 +414,40 @@ check(PROCS_PTRACE) do |probs|
   [chroot_note, "--sampler ptrace", note].compact.join("; ")
 ensure
   procs&.each { |p| kill_pid(p.launcher) if p.launcher }
+end
+
+# ---- agent/bpf-fallback -------------------------------------------------------
+check(FALLBACK_T) do |probs|
+  # a Ruby of nobody's, profiled by nobody's agent: ptrace works (same owner), eBPF does not
+  user = %w[--reuid=nobody --regid=nogroup --clear-groups]
+  dir = File.join(WORK, "fallback")
+  rpid, rport = start_receiver(dir)
+  nb = Dir.mktmpdir("rbpeek-agent-nobody-") # WORK is root's alone
+  File.chmod(0o755, nb)
+  script = write_script(nb, "fb")
+  File.chmod(0o644, script)
+  log = File.join(WORK, "fb.out")
+  tpid = Process.spawn({ MARK => "1" }, "setpriv", *user, RUBY, script, in: File::NULL, out: log, err: log)
+  register_pid(tpid)
+  wait_for("the target to start") { File.read(log).include?("ready") }
+  err = File.join(WORK, "fallback-agent.err")
+  apid = Process.spawn("setpriv", *user, RBPEEK, "agent", "--require-env", MARK, "--server",
+                       "http://127.0.0.1:#{rport}", "--interval", "1", out: File::NULL, err: err)
+  register_pid(apid)
+  wait_for("a profile of nobody's process") { payloads(dir).any? { |pl| pl[:labels]["pid"].to_i == tpid } }
+  st = stop_agent(apid)
+  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
+  kill_pid(rpid)
+  text = File.read(err)
+  warnings = text.scan(FALLBACK).size
+  probs << "expected one fallback warning, got #{warnings}: #{text[0, 400].inspect}" unless warnings == 1
+  probs << "the agent did not say it samples with ptrace: #{text[0, 300].inspect}" unless text.include?("(ptrace sampler)")
+  total, rows = pprof_top(payloads(dir).select { |pl| pl[:labels]["pid"].to_i == tpid }.map { |pl| pl[:file] })
+  probs << "busy_fb not in nobody's profile (#{total} samples)" unless rows.any? { |r| r[:name].include?("busy_fb") }
+  text[FALLBACK, 1]
+ensure
+  kill_pid(tpid) if tpid
+  FileUtils.rm_rf(nb) if nb
 end
 
 # ---- agent/standin-pyroscope/server-down-slow-500 ---------------------------
