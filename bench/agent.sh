@@ -15,6 +15,15 @@
 # share of late (or skipped) ticks; its resident memory.  N=0 is the cost
 # of looking for Ruby processes alone (a /proc scan a second).
 #
+# SAMPLER (default "bpf ptrace": both, one after the other for each N, in
+# the same run) picks the agent's --sampler; with both, a last column gives
+# the in-kernel sampler's CPU as a share of the ptrace sampler's for that N.
+# The in-kernel sampler's eBPF program runs in the interrupted processes'
+# context: its time is charged to them, not to the agent (bench/sampler_bpf.rb
+# measures it per sample).  It samples a thread RATE times a second of CPU
+# time, so with more busy processes than CPUs it takes fewer samples than
+# ptrace, which samples every thread RATE times a second of wall time.
+#
 # Wall-clock CPU on a shared machine is noisy: read the ratios, and run it
 # on a quiet machine for absolute figures.
 set -u
@@ -26,8 +35,12 @@ RATE=100
 # PAUSE=1: the agent's --pause (the GVL's holder stopped for each read), and
 # record's default; else both read without stopping (record --nonblocking)
 PAUSE=${PAUSE:-0}
-agent_flags=() rec_flags=(--nonblocking)
-[ "$PAUSE" = 1 ] && agent_flags=(--pause) rec_flags=()
+SAMPLER=${SAMPLER:-bpf ptrace}
+pause_flags=() rec_flags=(--nonblocking)
+[ "$PAUSE" = 1 ] && pause_flags=(--pause) rec_flags=()
+for smp in $SAMPLER; do
+	case $smp in bpf|ptrace) ;; *) echo "bench/agent.sh: SAMPLER is bpf, ptrace or both"; exit 2 ;; esac
+done
 [ "$(id -u)" = 0 ] || { echo "bench/agent.sh: needs root (the agent reads other processes)"; exit 0; }
 work=$(mktemp -d)
 pids=()
@@ -76,52 +89,69 @@ rec_cpu=$(bash -c '"$@" 2>"'"$work"'/rec.err"; awk -v hz='"$hz"' "{ print (\$16 
 	_ "$RBPEEK" record "${rec_flags[@]}" --pid "${busy[0]}" -r $RATE -d "$SECS" -f collapsed -o "$work/rec.txt")
 rec_ticks=$(sed -n 's/.*: \([0-9]*\) samples in .*/\1/p' "$work/rec.err" | head -1)
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $([ "$PAUSE" = 1 ] && echo "--pause" || echo "nothing stopped")"
-printf '%-6s %10s %14s %16s %10s %8s %9s\n' procs "agent CPU" "per sample" "vs record" "late" "RSS" "samples"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; ptrace: $([ "$PAUSE" = 1 ] && echo "--pause" || echo "nothing stopped")"
+printf '%-6s %-7s %10s %14s %12s %10s %8s %9s %12s\n' procs sampler "agent CPU" "per sample" "vs record" \
+	"late" "RSS" "samples" "bpf/ptrace"
 per_rec=""
 if [ -n "$rec_ticks" ] && [ "$rec_ticks" -gt 0 ]; then
 	per_rec=$(awk -v c="$rec_cpu" -v t="$rec_ticks" 'BEGIN { printf "%.1f", c / t * 1e6 }')
-	printf '%-6s %9.2f%% %12s us %16s %10s %8s %9s\n' "record" \
-		"$(awk -v c="$rec_cpu" -v s="$SECS" 'BEGIN { print c / s * 100 }')" "$per_rec" "1.00" "-" "-" "$rec_ticks"
+	printf '%-6s %-7s %9.2f%% %11s us %12s %10s %8s %9s %12s\n' "record" "ptrace" \
+		"$(awk -v c="$rec_cpu" -v s="$SECS" 'BEGIN { print c / s * 100 }')" "$per_rec" "1.00" "-" "-" "$rec_ticks" "-"
 fi
 
 for n in $NS; do
 	start_busy "$n"
 	req=$mark
 	[ "$n" = 0 ] && req=${mark}_NONE   # nothing carries it: the scans alone
-	"$RBPEEK" agent --server "http://127.0.0.1:$port" --rate $RATE --interval 5 \
-		"${agent_flags[@]}" --require-env "$req" --metrics 127.0.0.1:0 2>"$work/agent.$n.err" &
-	agent=$!
-	pids+=($agent)
-	mport=""
-	for _ in $(seq 200); do
-		mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/agent.$n.err" 2>/dev/null)
-		[ -n "$mport" ] && break
-		sleep 0.05
+	declare -A cpu_of=()
+	for smp in $SAMPLER; do
+		flags=(--sampler "$smp")
+		[ "$smp" = ptrace ] && flags+=("${pause_flags[@]}")
+		err=$work/agent.$n.$smp.err
+		"$RBPEEK" agent --server "http://127.0.0.1:$port" --rate $RATE --interval 5 \
+			"${flags[@]}" --require-env "$req" --metrics 127.0.0.1:0 2>"$err" &
+		agent=$!
+		pids+=($agent)
+		mport=""
+		for _ in $(seq 200); do
+			mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$err" 2>/dev/null)
+			[ -n "$mport" ] && break
+			sleep 0.05
+		done
+		if grep -q "sampling with ptrace instead" "$err"; then
+			echo "$n $smp: $(grep -o 'warning: .*' "$err")"
+			kill -INT $agent; wait $agent 2>/dev/null
+			continue
+		fi
+		for _ in $(seq 1200); do
+			[ "$(metric "$mport" processes_watched)" = "$n" ] && break
+			sleep 0.1
+		done
+		if [ "$(metric "$mport" processes_watched)" != "$n" ]; then
+			echo "$n $smp: the agent did not watch all $n processes within 120 s (a loaded machine?)"
+			kill -INT $agent; wait $agent 2>/dev/null
+			continue
+		fi
+		t0=$(metric "$mport" ticks_total); l0=$(metric "$mport" ticks_late_total); c0=$(ticks_of $agent)
+		s0=$(metric "$mport" samples_total)
+		sleep "$SECS"
+		t1=$(metric "$mport" ticks_total); l1=$(metric "$mport" ticks_late_total); c1=$(ticks_of $agent)
+		s1=$(metric "$mport" samples_total)
+		rss=$(metric "$mport" resident_memory_bytes)
+		kill -INT $agent
+		wait $agent 2>/dev/null
+		cpu_of[$smp]=$(( c1 - c0 ))
+		vs="-"
+		[ "$smp" = ptrace ] && [ -n "${cpu_of[bpf]:-}" ] && vs=$(awk -v b="${cpu_of[bpf]}" -v p="$(( c1 - c0 ))" \
+			'BEGIN { print (p > 0 ? sprintf("%.2f", b / p) : "-") }')
+		awk -v c0="$c0" -v c1="$c1" -v hz="$hz" -v s="$SECS" -v n="$n" -v t0="$t0" -v t1="$t1" -v smp="$smp" \
+		    -v l0="$l0" -v l1="$l1" -v s0="$s0" -v s1="$s1" -v rec="${per_rec:-0}" -v rss="$rss" -v vs="$vs" 'BEGIN {
+			cpu = (c1 - c0) / hz; ticks = t1 - t0
+			per = s1 > s0 ? cpu / (s1 - s0) * 1e6 : 0
+			ratio = "-"
+			if (rec > 0) ratio = sprintf("%.2f", per / rec)
+			late = ticks > 0 ? (l1 - l0) / ticks * 100 : 0
+			printf "%-6d %-7s %9.2f%% %11.1f us %12s %9.1f%% %6.1fM %9d %12s\n", n, smp, cpu / s * 100, per, ratio, late, rss / 1048576, s1 - s0, vs }'
 	done
-	for _ in $(seq 1200); do
-		[ "$(metric "$mport" processes_watched)" = "$n" ] && break
-		sleep 0.1
-	done
-	if [ "$(metric "$mport" processes_watched)" != "$n" ]; then
-		echo "$n: the agent did not watch all $n processes within 120 s (a loaded machine?)"
-		kill -INT $agent; wait $agent 2>/dev/null
-		continue
-	fi
-	t0=$(metric "$mport" ticks_total); l0=$(metric "$mport" ticks_late_total); c0=$(ticks_of $agent)
-	s0=$(metric "$mport" samples_total)
-	sleep "$SECS"
-	t1=$(metric "$mport" ticks_total); l1=$(metric "$mport" ticks_late_total); c1=$(ticks_of $agent)
-	s1=$(metric "$mport" samples_total)
-	rss=$(metric "$mport" resident_memory_bytes)
-	kill -INT $agent
-	wait $agent 2>/dev/null
-	awk -v c0="$c0" -v c1="$c1" -v hz="$hz" -v s="$SECS" -v n="$n" -v t0="$t0" -v t1="$t1" \
-	    -v l0="$l0" -v l1="$l1" -v s0="$s0" -v s1="$s1" -v rec="${per_rec:-0}" -v rss="$rss" 'BEGIN {
-		cpu = (c1 - c0) / hz; ticks = t1 - t0
-		per = s1 > s0 ? cpu / (s1 - s0) * 1e6 : 0
-		ratio = "-"
-		if (rec > 0) ratio = sprintf("%.2f", per / rec)
-		late = ticks > 0 ? (l1 - l0) / ticks * 100 : 0
-		printf "%-6d %9.2f%% %12.1f us %16s %9.1f%% %6.1fM %9d\n", n, cpu / s * 100, per, ratio, late, rss / 1048576, s1 - s0 }'
+	unset cpu_of
 done

@@ -1,5 +1,5 @@
 /*
- * bpfopt.c - --sampler=ptrace|bpf for record and top: the choice, and the
+ * bpfopt.c - --sampler=ptrace|bpf for record, top and agent: the choice, and the
  * in-kernel sampler set up for it with the one warning when it cannot be.
  */
 #include <stdio.h>
@@ -20,6 +20,12 @@ int cli_sampler_opt(const char *cmd, const char *arg, int *bpf)
 	return 0;
 }
 
+static void fallback_warning(const char *why, int err)
+{
+	fprintf(stderr, "rbpeek: warning: --sampler=bpf: %s; sampling with ptrace instead%s\n", why,
+		err == RBP_EPERM ? " (eBPF needs root, or CAP_BPF and CAP_PERFMON)" : "");
+}
+
 struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz)
 {
 	struct rbp_bpf_sampler *s = NULL;
@@ -33,7 +39,18 @@ struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm,
 	if (!err)
 		return s;
 	rbp_bpf_sampler_close(s);
-	fprintf(stderr, "rbpeek: warning: --sampler=bpf: %s; sampling with ptrace instead%s\n", why,
-		err == RBP_EPERM ? " (eBPF needs root, or CAP_BPF and CAP_PERFMON)" : "");
+	fallback_warning(why, err);
+	return NULL;
+}
+
+struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz)
+{
+	struct rbp_bpf_sampler *s = NULL;
+	char why[768];
+	int err;
+
+	if (!(err = rbp_bpf_sampler_open(rate_hz, &s, why, sizeof(why))))
+		return s;
+	fallback_warning(why, err);
 	return NULL;
 }

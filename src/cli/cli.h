@@ -56,6 +56,8 @@ int cli_sampler_opt(const char *cmd, const char *arg, int *bpf);
  * root, built without eBPF): the caller samples with ptrace.
  */
 struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz);
+/* The same engine watching nothing yet (rbpeek agent), with the same warning. */
+struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
 
 /*
  * The one warning for an assumed layout (a Ruby newer than every table,

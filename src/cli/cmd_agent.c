@@ -14,6 +14,7 @@
 #include "cli/signals.h"
 #include "output/pyroscope.h"
 #include "profile/agent.h"
+#include "profile/bpfsampler.h"
 #include "util/err.h"
 #include "util/http.h"
 
@@ -47,8 +48,17 @@ static const char agent_usage[] =
 	"      --scan-interval SECONDS  how often to look for new processes (default 1)\n"
 	"      --require-env NAME  profile only the processes whose environment sets NAME\n"
 	"                          (opt-in per service, e.g. PYROSCOPE_APPLICATION_NAME)\n"
-	"      --pause             stop the thread holding the GVL for each read, as record\n"
-	"                          does (consistent stacks); by default nothing is stopped\n"
+	"      --sampler SAMPLER   bpf (default): the kernel copies the Ruby stack of a\n"
+	"                          thread it interrupts on a CPU; on-CPU samples only (no\n"
+	"                          idle or blocked threads, no GC frames, no GVL state), at a\n"
+	"                          cost that follows CPU use, not the number of processes;\n"
+	"                          falls back to ptrace with a warning where eBPF is not\n"
+	"                          allowed.  ptrace: read every thread's stack from outside\n"
+	"                          at each tick (idle threads, GC frames; costs a read per\n"
+	"                          process per tick)\n"
+	"      --pause             with --sampler ptrace: stop the thread holding the GVL\n"
+	"                          for each read, as record does (consistent stacks); by\n"
+	"                          default nothing is stopped\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"It logs one line to stderr when the server goes down or comes back, and runs\n"
@@ -146,6 +156,7 @@ static const struct option long_opts[] = {
 	{ "backoff-max", required_argument, NULL, 'o' },
 	{ "scan-interval", required_argument, NULL, 'o' },
 	{ "require-env", required_argument, NULL, 'o' },
+	{ "sampler", required_argument, NULL, 'o' },
 	{ "pause", no_argument, NULL, 'P' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -204,6 +215,9 @@ int cmd_agent(int argc, char **argv)
 	if (!o.server[0])
 		return cli_usage_error("agent", "--server URL is required (Pyroscope's address, "
 				       "e.g. http://127.0.0.1:4040)");
+	if (o.pause && !o.ptrace)
+		return cli_usage_error("agent", "--pause is for --sampler ptrace (the bpf sampler "
+				       "stops nothing)");
 	cli_signals_init();
 	cli_vm_env(&o.vo, NULL);
 	o.exporter = &rbp_pyroscope_exporter;
@@ -211,9 +225,15 @@ int cmd_agent(int argc, char **argv)
 	o.log = log_line;
 	o.listening = listening;
 	o.ctx = &o;
-	fprintf(stderr, "rbpeek agent: profiling every Ruby process at %u Hz, pushing to %s "
-		"every %u s\n", o.rate_hz, o.server, o.interval_s);
-	if ((err = rbp_agent_run(&o, &st))) {
+	o.sampler = &rbp_agent_ptrace_sampler;
+	if (!o.ptrace && (o.bpf = cli_bpf_engine(o.rate_hz)))
+		o.sampler = &rbp_agent_bpf_sampler;
+	fprintf(stderr, "rbpeek agent: profiling every Ruby process at %u Hz (%s), pushing to %s "
+		"every %u s\n", o.rate_hz, o.bpf ? "in-kernel sampler: on-CPU samples" :
+		"ptrace sampler", o.server, o.interval_s);
+	err = rbp_agent_run(&o, &st);
+	rbp_bpf_sampler_close(o.bpf);
+	if (err) {
 		if (err == RBP_ENET)
 			fprintf(stderr, "rbpeek: error: cannot listen on %s for --metrics "
 				"(in use, or not an address of this host)\n", o.metrics);

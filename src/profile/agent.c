@@ -53,13 +53,6 @@ struct agent {
 
 #define ENV_MAX (256 * 1024)
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t unix_ns(void)
 {
 	struct timespec ts;
@@ -184,6 +177,12 @@ int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, 
 		if (strcmp(v, "yes") && strcmp(v, "no"))
 			return why_set(why, cap, "yes or no");
 		o->pause = !strcmp(v, "yes");
+		return RBP_OK;
+	}
+	if (!strcmp(key, "sampler")) {
+		if (strcmp(v, "bpf") && strcmp(v, "ptrace"))
+			return why_set(why, cap, "bpf or ptrace");
+		o->ptrace = !strcmp(v, "ptrace");
 		return RBP_OK;
 	}
 	if (!strcmp(key, "require-env")) {
@@ -402,7 +401,7 @@ static int new_interval(struct aproc *a, struct rbp_procset_member *m, const str
 	if ((err = rbp_profile_init(&a->prof)))
 		return err;
 	a->prof_ok = 1;
-	a->t0_ns = mono_ns();
+	a->t0_ns = agent_mono_ns();
 	a->from_unix_ns = unix_ns();
 	a->prof.meta.pid = (int32_t)a->pid;
 	a->prof.meta.rate_hz = o->rate_hz;
@@ -592,11 +591,11 @@ static int loop(struct agent *ag, struct rbp_agent_sampler_stats *ss)
 	const struct rbp_agent_sink sink = { .profile = sink_profile, .ctx = ag };
 	uint64_t interval = (uint64_t)o->interval_s * 1000000000ull;
 	uint64_t slice = (uint64_t)o->scan_ms * 1000000ull;
-	uint64_t next_flush = mono_ns() + interval;
+	uint64_t next_flush = agent_mono_ns() + interval;
 	int err;
 
 	while (!(o->should_stop && o->should_stop(o->ctx))) {
-		uint64_t now = mono_ns();
+		uint64_t now = agent_mono_ns();
 		if ((err = rbp_procset_refresh(ag->procs, now)) || (err = adopt(ag)))
 			return err;
 		uint64_t until = now + slice < next_flush ? now + slice : next_flush;
@@ -605,12 +604,12 @@ static int loop(struct agent *ag, struct rbp_agent_sampler_stats *ss)
 			return err;
 		if (ag->err)
 			return ag->err;
-		if (mono_ns() >= next_flush) {
+		if (agent_mono_ns() >= next_flush) {
 			if ((err = flush_all(ag, 0)))
 				return err;
 			next_flush += interval;
-			if (next_flush < mono_ns())
-				next_flush = mono_ns() + interval;
+			if (next_flush < agent_mono_ns())
+				next_flush = agent_mono_ns() + interval;
 		}
 		publish(ag, ss);
 	}

@@ -9,8 +9,9 @@
  *     scan_ms; members leave when they exit.
  *   - the sampler (struct rbp_agent_sampler below): fills each member's
  *     profile of the current interval.  The one built today is the ptrace
- *     sampler (agent_ptrace.c: the stack walker on a fixed-rate tick); an
- *     in-kernel perf-event sampler plugs in behind the same four calls.
+ *     sampler (agent_ptrace.c: the stack walker on a fixed-rate tick) and
+ *     the in-kernel sampler (agent_bpf.c: profile/bpfsampler.h, one
+ *     engine for every process) sit behind the same calls.
  *   - the exporter (struct rbp_agent_exporter): turns a profile into a
  *     request body and target (output/pyroscope.c: pprof to /ingest).
  *     It is given by the caller, which keeps this layer free of the
@@ -36,6 +37,8 @@
 
 #include "profile/procset.h"
 #include "profile/profile.h"
+
+struct rbp_bpf_sampler;
 
 #define RBP_AGENT_MAX_LABELS 32
 
@@ -89,6 +92,14 @@ struct rbp_agent_sampler {
  * holding the GVL is stopped for the read, as record does).
  */
 extern const struct rbp_agent_sampler rbp_agent_ptrace_sampler;
+/*
+ * The in-kernel sampler (agent_bpf.c): o->bpf, an engine the caller
+ * opened at o->rate_hz, watches every member; on-CPU samples only (no
+ * idle or blocked threads, no GC frames, no GVL state), at a cost that
+ * follows the CPU the processes use, not their number.  RBP_EINVAL
+ * without o->bpf.
+ */
+extern const struct rbp_agent_sampler rbp_agent_bpf_sampler;
 
 /* ---- the exporter seam --------------------------------------------------- */
 
@@ -133,9 +144,12 @@ struct rbp_agent_opts {
 				       * this variable (opt-in), "" all */
 	uint8_t pause;                /* stop the GVL's holder for each read (consistent
 				       * stacks; costs the process a stop per tick) */
+	uint8_t ptrace;               /* sampler = ptrace: the ptrace sampler; else the
+				       * in-kernel one where eBPF loads (the caller's choice) */
 
 	/* Set by the caller, not by keys. */
 	const struct rbp_agent_sampler *sampler;   /* NULL: rbp_agent_ptrace_sampler */
+	struct rbp_bpf_sampler *bpf;               /* rbp_agent_bpf_sampler's engine (not owned) */
 	const struct rbp_agent_exporter *exporter; /* required */
 	struct rbp_vm_opts vo;                     /* for attaching (discovery, layout) */
 	int (*should_stop)(void *ctx);             /* polled between slices; may be NULL */
@@ -152,7 +166,8 @@ void rbp_agent_opts_init(struct rbp_agent_opts *o);
  * options share them ("server", "rate", "interval", "label" (k=v, adds
  * one), "metrics", "max-processes", "max-samples", "max-nodes",
  * "max-pending", "max-pending-bytes", "timeout", "backoff-max",
- * "scan-interval", "require-env", "pause" (yes/no)).  RBP_EINVAL with a reason in why when the key is
+ * "scan-interval", "require-env", "pause" (yes/no), "sampler" (bpf or
+ * ptrace)).  RBP_EINVAL with a reason in why when the key is
  * unknown ("unknown") or the value bad.
  */
 int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *value, char *why,

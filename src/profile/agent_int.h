@@ -66,7 +66,10 @@ void agent_program_name(const char *cmd, size_t n, char *out, size_t cap);
  * name their cgroups after it), "" when none.  cap > 64.
  */
 void agent_container_id(const char *text, size_t n, char *out, size_t cap);
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds, nanoseconds. */
 uint64_t agent_mono_ms(void);
+uint64_t agent_mono_ns(void);
+/* Sleep until the monotonic time t_ns (or a signal). */
+void agent_sleep_until(uint64_t t_ns);
 
 #endif

@@ -12,8 +12,8 @@
  * holding the GVL is stopped for each read, as record does.
  *
  * Its cost grows with the number of Ruby processes, idle ones included
- * (one read per process per tick); the in-kernel sampler that is to
- * replace it reads only the threads that are on a CPU.
+ * (one read per process per tick); the in-kernel sampler (agent_bpf.c,
+ * the default) reads only the threads that are on a CPU.
  */
 #include "profile/agent.h"
 
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "profile/agent_int.h"
 #include "profile/sampler.h"
 #include "util/err.h"
 
@@ -30,13 +31,6 @@ struct ptrace_state {
 	struct rbp_sampler_opts o;    /* filters for rbp_sample_member */
 	struct rbp_stacks scratch;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int pt_open(const struct rbp_agent_opts *o, void **state)
 {
@@ -100,12 +94,10 @@ static int pt_run(void *state, struct rbp_procset *procs, uint64_t until_ns,
 	int err;
 
 	if (!s->deadline)
-		s->deadline = mono_ns();
+		s->deadline = agent_mono_ns();
 	while (s->deadline < until_ns && !(should_stop && should_stop(ctx))) {
-		struct timespec ts = { (time_t)(s->deadline / 1000000000ull),
-				       (long)(s->deadline % 1000000000ull) };
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-		uint64_t now = mono_ns();
+		agent_sleep_until(s->deadline);
+		uint64_t now = agent_mono_ns();
 		if (now < s->deadline)
 			continue;   /* a signal: check for a stop */
 		st->ticks++;

@@ -24,11 +24,22 @@
 
 #include "util/err.h"
 
-uint64_t agent_mono_ms(void)
+uint64_t agent_mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void agent_sleep_until(uint64_t t_ns)
+{
+	struct timespec ts = { (time_t)(t_ns / 1000000000ull), (long)(t_ns % 1000000000ull) };
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+uint64_t agent_mono_ms(void)
+{
+	return agent_mono_ns() / 1000000;
 }
 
 int agent_shared_init(struct agent_shared *s)

@@ -59,15 +59,23 @@ static struct watched *find(const struct rbp_bpf_sampler *s, pid_t pid)
 	return NULL;
 }
 
-/* One process's threads to the kernel (those with an OS thread and readable). */
-static int refresh_one(struct rbp_bpf_sampler *s, struct watched *w)
+/*
+ * One process's threads to the kernel (those with an OS thread and
+ * readable); a list that cannot be read is tried next time (*read_err
+ * says why, may be NULL).
+ */
+static int refresh_one(struct rbp_bpf_sampler *s, struct watched *w, int *read_err)
 {
 	size_t n = 0;
 	int err;
 
 	s->refreshes++;
+	if (read_err)
+		*read_err = RBP_OK;
 	if ((err = rbp_vm_read_threads(w->vm, &w->threads))) {
 		s->refresh_errors++;
+		if (read_err)
+			*read_err = err;
 		return err == RBP_ENOMEM ? err : RBP_OK;   /* next time */
 	}
 	for (size_t i = 0; i < w->threads.n_threads && n < MAX_THREADS; i++)
@@ -95,7 +103,7 @@ int rbp_bpf_sampler_watch(struct rbp_bpf_sampler *s, struct rbp_target *t, struc
 	w->t = t;
 	w->vm = vm;
 	rbp_vm_framecap_layout(vm, &L);
-	if ((err = rbp_oncpu_watch(s->k, t->pid, &L)) || (err = refresh_one(s, w))) {
+	if ((err = rbp_oncpu_watch(s->k, t->pid, &L)) || (err = refresh_one(s, w, NULL))) {
 		rbp_bpf_sampler_unwatch(s, t->pid);
 		return err;
 	}
@@ -118,9 +126,21 @@ int rbp_bpf_sampler_refresh(struct rbp_bpf_sampler *s)
 	int err;
 
 	for (size_t i = 0; i < s->n_w; i++)
-		if ((err = refresh_one(s, &s->w[i])) == RBP_ENOMEM)
+		if ((err = refresh_one(s, &s->w[i], NULL)) == RBP_ENOMEM)
 			return err;
 	return RBP_OK;
+}
+
+int rbp_bpf_sampler_refresh_pid(struct rbp_bpf_sampler *s, pid_t pid)
+{
+	struct watched *w = find(s, pid);
+	int err, read_err;
+
+	if (!w)
+		return RBP_EINVAL;
+	if ((err = refresh_one(s, w, &read_err)))
+		return err;
+	return read_err;
 }
 
 /* The thread list's entry for tid (for its name), or NULL. */

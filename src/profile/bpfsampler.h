@@ -59,6 +59,12 @@ void rbp_bpf_sampler_unwatch(struct rbp_bpf_sampler *s, pid_t pid);
 /* Re-read every watched process's thread list into the kernel's map. */
 int rbp_bpf_sampler_refresh(struct rbp_bpf_sampler *s);
 /*
+ * The same for one watched process: the read's error when its thread list
+ * cannot be read (the process exited, or exec'd), RBP_EINVAL when it is
+ * not watched, RBP_ENOMEM.
+ */
+int rbp_bpf_sampler_refresh_pid(struct rbp_bpf_sampler *s, pid_t pid);
+/*
  * Decode every pending copy into *stacks (one thread each time, reused)
  * and hand it to fn; fn returning nonzero stops and is returned.  Only
  * RBP_ENOMEM and fn's returns are errors: a copy that cannot be decoded

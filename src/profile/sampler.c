@@ -330,6 +330,16 @@ int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opt
 	return err;
 }
 
+int rbp_sample_add_stack(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+			 struct rbp_profile *p, const struct rbp_stacks *stacks,
+			 const struct rbp_thread *th, uint64_t t_ns, uint8_t flags)
+{
+	struct loop l = { .t = m->t, .vm = m->vm, .o = o, .p = p, .stacks = *stacks,
+			  .frame_ids = &m->frame_ids, .tid_names = &m->tid_names };
+
+	return add_thread(&l, th, t_ns, flags);
+}
+
 /*
  * --subprocesses: look for new processes (procset.c decides when), then
  * sample each member.  Fails only when no member could be read and the

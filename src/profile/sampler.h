@@ -166,6 +166,17 @@ int rbp_sample_member(struct rbp_procset_member *m, const struct rbp_sampler_opt
 		      struct rbp_sampler_status *st);
 
 /*
+ * Add thread th of stacks (decoded elsewhere: the in-kernel sampler's
+ * copies, rbp_bpf_sampler_read) to p as member m's sample at t_ns with
+ * flags (RBP_SAMPLE_*): what rbp_sample_member does with each thread it
+ * reads, with the same caches and options (threads_as_roots,
+ * by_function, no_gc).  Returns RBP_ENOMEM or the profile's error.
+ */
+int rbp_sample_add_stack(struct rbp_procset_member *m, const struct rbp_sampler_opts *o,
+			 struct rbp_profile *p, const struct rbp_stacks *stacks,
+			 const struct rbp_thread *th, uint64_t t_ns, uint8_t flags);
+
+/*
  * Why ticks were late, for advice.  RBP_LATE_FEW: at most 1 % late, or
  * more but below 5 % with cheap ticks (scheduling noise of a busy host).
  * RBP_LATE_COST: over 1 % late and reading a sample took, on average, over

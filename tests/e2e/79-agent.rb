@@ -1,5 +1,5 @@
 # frozen_string_literal: true
-# e2e-timeout: 420
+# e2e-timeout: 600
 #
 # 79-agent.rb - rbpeek agent against a stand-in for Pyroscope.  No
 # Pyroscope server can be installed on these machines (it is not packaged
@@ -13,7 +13,9 @@
 # processes carry, so that it leaves alone the other Ruby processes of a
 # shared machine (other tests' targets).
 #
-#   agent/standin-pyroscope/processes   ~20 busy Ruby processes (the host's
+#   agent/standin-pyroscope/processes   with the default sampler (the
+#       in-kernel one: skipped with the reason where the kernel refuses
+#       eBPF), ~20 busy Ruby processes (the host's
 #       Ruby and the chroot Rubies of tools/setup-rubies.sh, some of them in
 #       a PID namespace of their own: unshare -pf), half started before the
 #       agent and half while it runs, some stopped while it runs: every one
@@ -24,16 +26,23 @@
 #       busy method has most of its samples (go tool pprof -top on all its
 #       payloads merged); the agent stops watching the ones that exit
 #       (processes_watched on the metrics endpoint).
+#   agent/standin-pyroscope/processes-ptrace   the same checks, smaller (4
+#       processes: host, chroot, PID namespace; one stopped while watched),
+#       with --sampler ptrace.
 #   agent/standin-pyroscope/server-down-slow-500   the receiver down, then
 #       too slow (past --timeout), then answering 500, then well: the agent
 #       never crashes, its memory stays bounded (RSS from the metrics), it
 #       drops the oldest profiles and counts them, it logs one line going
 #       down and one coming back, and profiles arrive again.  Its options
-#       come from a --config file here (with pause = yes: the GVL's
-#       holder stopped for each read), and `rbpeek agent --status` reads
+#       come from a --config file here (with sampler = ptrace and
+#       pause = yes: the GVL's holder stopped for each read), and `rbpeek agent --status` reads
 #       its state while the server is down.
+#   agent/bpf-fallback   run by a user eBPF is refused to (nobody, on a
+#       Ruby of nobody's): one warning saying why, the ptrace sampler, and
+#       the process profiled all the same.
 #   agent/usage-errors   no --server, https, bad values, a bad config
-#       file: exit 2 with the reason; --status with no agent there, and a
+#       file, an unknown sampler, --pause with the bpf sampler: exit 2
+#       with the reason; --status with no agent there, and a
 #       --metrics address in use: exit 1.
 require_relative "lib/chroot"
 require "socket"
@@ -42,10 +51,12 @@ require "uri"
 include E2E
 
 PROCS = "agent/standin-pyroscope/processes"
+PROCS_PTRACE = "agent/standin-pyroscope/processes-ptrace"
+FALLBACK_T = "agent/bpf-fallback"
 OUTAGE = "agent/standin-pyroscope/server-down-slow-500"
 USAGE = "agent/usage-errors"
 RECEIVER = File.join(__dir__, "fixtures", "ingest_receiver.rb")
-exit 0 if skip_without_rbpeek([PROCS, OUTAGE, USAGE])
+exit 0 if skip_without_rbpeek([PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE, USAGE])
 
 check(USAGE) do |probs|
   dir = Dir.mktmpdir("rbpeek-agent-usage-", OUT)
@@ -59,6 +70,8 @@ check(USAGE) do |probs|
     %w[--server http://127.0.0.1:4040 --rate 0] => [2, "--rate '0'"],
     %w[--server http://127.0.0.1:4040 --label nokey] => [2, "KEY=VALUE"],
     %w[--server http://127.0.0.1:4040 extra] => [2, "unexpected argument"],
+    %w[--server http://127.0.0.1:4040 --sampler perf] => [2, "bpf or ptrace"],
+    %w[--server http://127.0.0.1:4040 --pause] => [2, "--pause is for --sampler ptrace"],
     ["--config", File.join(dir, "none.conf")] => [2, "cannot read the config file"],
     ["--config", bad_conf] => [2, "line 3: unknown key 'frobnicate'"],
     ["--status", "--metrics", "127.0.0.1:#{free}"] => [1, "no agent answers"],
@@ -76,7 +89,7 @@ check(USAGE) do |probs|
 end
 
 unless root?
-  [PROCS, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
+  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
   finish
 end
 # go tool pprof reads the payloads: Debian's golang-go, installed when
@@ -86,7 +99,7 @@ unless system("command -v go >/dev/null 2>&1")
       env: { "DEBIAN_FRONTEND" => "noninteractive" })
 end
 unless system("command -v go >/dev/null 2>&1")
-  [PROCS, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
+  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
   finish
 end
 
@@ -265,50 +278,11 @@ def versions_ok(found, p)
   found == p.version
 end
 
-# ---- agent/standin-pyroscope/processes --------------------------------------
-check(PROCS) do |probs|
-  rubies, missing = Chroots.prepare(timeout: 120)
-  host_version = `#{RUBY} -e 'print RUBY_VERSION'`
-  kinds = %i[pyroscope otel plain]
-  procs = []
-  8.times do |i|
-    procs << Proc1.new("host#{i}", nil, host_version, i < 6 ? :host : :unshare, kinds[i % 3])
-  end
-  rubies.each do |r|
-    4.times do |i|
-      procs << Proc1.new("r#{r.xy.delete('.')}n#{i}", r, r.version, i == 3 ? :unshare : :chroot, kinds[(i + 1) % 3])
-    end
-  end
-  note = missing.empty? ? nil : "without #{missing.keys.map { |v| "ruby#{v}" }.join(', ')} (#{missing.values.first})"
-  dir = File.join(WORK, "procs")
-  rpid, rport = start_receiver(dir)
-  early, late = procs.partition.with_index { |_, i| i.even? }
-  early.each { |p| launch(p, p.ruby) }
-  cgroup_note = in_container_cgroup(procs.first)
-  apid, mport = start_agent(["--server", "http://127.0.0.1:#{rport}", "--interval", "2", "--label", "team=e2e"],
-                            File.join(WORK, "procs-agent.err"))
-  # let the agent see the first half, then start the rest while it runs
-  wait_for("the agent to watch the first #{early.size} processes") { metrics(mport)["processes_watched"].to_i >= early.size }
-  late.each { |p| launch(p, p.ruby) }
-  wait_for("the agent to watch all #{procs.size} processes") { metrics(mport)["processes_watched"].to_i >= procs.size }
-  # a profile from every process, then stop a third of them while it runs
-  wait_for("a profile from every process") do
-    seen = payloads(dir).map { |pl| pl[:labels]["pid"].to_i }
-    procs.all? { |p| seen.include?(p.pid) }
-  end
-  gone = procs.select.with_index { |_, i| (i % 3).zero? }
-  gone.each { |p| stop_proc(p) }
-  running = procs.size - gone.size
-  wait_for("processes_watched to drop to #{running}") { metrics(mport)["processes_watched"].to_i == running }
-  sent_before = metrics(mport)["profiles_sent_total"]
-  wait_for("two more intervals") { metrics(mport)["profiles_sent_total"] >= sent_before + 2 * running }
-  st = stop_agent(apid)
-  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
-  kill_pid(rpid)
-  bad = File.join(dir, "bad.log")
-  probs << "the receiver refused requests: #{File.read(bad)[0, 300]}" if File.exist?(bad)
+FALLBACK = /warning: --sampler=bpf: (.*); sampling with ptrace instead/.freeze
 
-  all = payloads(dir)
+# Every payload from procs is labelled right and has its busy method on
+# top; payloads from other processes are problems.
+def check_payloads(procs, all, probs)
   mine = procs.map(&:pid)
   strays = all.reject { |pl| mine.include?(pl[:labels]["pid"].to_i) }
   probs << "#{strays.size} payloads from processes this test did not start (--require-env ignored?)" unless strays.empty?
@@ -345,13 +319,135 @@ check(PROCS) do |probs|
     end
     probs << "#{where}: other processes' methods in its profile: #{others.map { |r| r[:name] }}" unless others.empty?
   end
+end
+
+# Run the agent (args: its sampler options) over procs: half started
+# before it, half while it runs, gone (a subset) stopped while watched;
+# the payloads checked.  The agent's stderr is returned for its sampler.
+def run_procs(name, procs, gone, args, probs)
+  dir = File.join(WORK, name)
+  rpid, rport = start_receiver(dir)
+  early, late = procs.partition.with_index { |_, i| i.even? }
+  early.each { |p| launch(p, p.ruby) }
+  cgroup_note = in_container_cgroup(procs.first)
+  err = File.join(WORK, "#{name}-agent.err")
+  apid, mport = start_agent(["--server", "http://127.0.0.1:#{rport}", "--interval", "2", "--label", "team=e2e", *args], err)
+  # let the agent see the first half, then start the rest while it runs
+  wait_for("the agent to watch the first #{early.size} processes") { metrics(mport)["processes_watched"].to_i >= early.size }
+  late.each { |p| launch(p, p.ruby) }
+  wait_for("the agent to watch all #{procs.size} processes") { metrics(mport)["processes_watched"].to_i >= procs.size }
+  # a profile from every process, then stop some of them while it runs
+  wait_for("a profile from every process") do
+    seen = payloads(dir).map { |pl| pl[:labels]["pid"].to_i }
+    procs.all? { |p| seen.include?(p.pid) }
+  end
+  gone.each { |p| stop_proc(p) }
+  running = procs.size - gone.size
+  wait_for("processes_watched to drop to #{running}") { metrics(mport)["processes_watched"].to_i == running }
+  sent_before = metrics(mport)["profiles_sent_total"]
+  wait_for("two more intervals") { metrics(mport)["profiles_sent_total"] >= sent_before + 2 * running }
+  st = stop_agent(apid)
+  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
+  kill_pid(rpid)
+  bad = File.join(dir, "bad.log")
+  probs << "the receiver refused requests: #{File.read(bad)[0, 300]}" if File.exist?(bad)
+  all = payloads(dir)
+  check_payloads(procs, all, probs)
   by_kind = procs.group_by(&:how).transform_values(&:size)
   versions = procs.map(&:version).uniq.sort
   cgroup_note = cgroup_note ? "container_id not checked: #{cgroup_note}" : "one in a container's cgroup"
-  [note, cgroup_note, "#{procs.size} processes (#{by_kind.map { |k, v| "#{v} #{k}" }.join(', ')}; Ruby #{versions.join(', ')}), " \
-         "#{gone.size} stopped while watched, #{all.size} payloads"].compact.join("; ")
+  [File.read(err), "#{cgroup_note}; #{procs.size} processes (#{by_kind.map { |k, v| "#{v} #{k}" }.join(', ')}; " \
+                   "Ruby #{versions.join(', ')}), #{gone.size} stopped while watched, #{all.size} payloads"]
+end
+
+# Does the kernel let the agent sample in it?  The agent says at its start
+# (one warning when it falls back to ptrace); nil, or the reason it refused.
+def bpf_refused
+  err = File.join(WORK, "probe-agent.err")
+  pid, = start_agent(["--server", "http://127.0.0.1:9"], err)
+  stop_agent(pid)
+  File.read(err)[FALLBACK, 1]
+end
+
+rubies, missing = Chroots.prepare(timeout: 120)
+host_version = `#{RUBY} -e 'print RUBY_VERSION'`
+chroot_note = missing.empty? ? nil : "without #{missing.keys.map { |v| "ruby#{v}" }.join(', ')} (#{missing.values.first})"
+
+# ---- agent/standin-pyroscope/processes --------------------------------------
+refused = bpf_refused
+if refused
+  skip(PROCS, "the kernel refused eBPF (the agent fell back to ptrace): #{refused}")
+else
+  check(PROCS) do |probs|
+    kinds = %i[pyroscope otel plain]
+    procs = []
+    8.times do |i|
+      procs << Proc1.new("host#{i}", nil, host_version, i < 6 ? :host : :unshare, kinds[i % 3])
+    end
+    rubies.each do |r|
+      4.times do |i|
+        procs << Proc1.new("r#{r.xy.delete('.')}n#{i}", r, r.version, i == 3 ? :unshare : :chroot, kinds[(i + 1) % 3])
+      end
+    end
+    gone = procs.select.with_index { |_, i| (i % 3).zero? }
+    log, note = run_procs("procs", procs, gone, [], probs)
+    probs << "the agent did not say it samples in the kernel: #{log[0, 300].inspect}" unless log.include?("(in-kernel sampler")
+    probs << "the agent fell back to ptrace: #{log[FALLBACK, 1]}" if log =~ FALLBACK
+    [chroot_note, "in-kernel sampler", note].compact.join("; ")
+  ensure
+    procs&.each { |p| kill_pid(p.launcher) if p.launcher }
+  end
+end
+
+# ---- agent/standin-pyroscope/processes-ptrace -------------------------------
+check(PROCS_PTRACE) do |probs|
+  procs = [Proc1.new("pt0", nil, host_version, :host, :pyroscope),
+           Proc1.new("pt1", nil, host_version, :unshare, :otel),
+           Proc1.new("pt2", nil, host_version, :host, :plain)]
+  if (r = rubies.first)
+    procs << Proc1.new("pt#{r.xy.delete('.')}", r, r.version, :chroot, :plain)
+  else
+    procs << Proc1.new("pt3", nil, host_version, :host, :plain)
+  end
+  log, note = run_procs("procs-ptrace", procs, [procs[2]], %w[--sampler ptrace], probs)
+  probs << "the agent did not say it samples with ptrace: #{log[0, 300].inspect}" unless log.include?("(ptrace sampler)")
+  [chroot_note, "--sampler ptrace", note].compact.join("; ")
 ensure
   procs&.each { |p| kill_pid(p.launcher) if p.launcher }
+end
+
+# ---- agent/bpf-fallback -------------------------------------------------------
+check(FALLBACK_T) do |probs|
+  # a Ruby of nobody's, profiled by nobody's agent: ptrace works (same owner), eBPF does not
+  user = %w[--reuid=nobody --regid=nogroup --clear-groups]
+  dir = File.join(WORK, "fallback")
+  rpid, rport = start_receiver(dir)
+  nb = Dir.mktmpdir("rbpeek-agent-nobody-") # WORK is root's alone
+  File.chmod(0o755, nb)
+  script = write_script(nb, "fb")
+  File.chmod(0o644, script)
+  log = File.join(WORK, "fb.out")
+  tpid = Process.spawn({ MARK => "1" }, "setpriv", *user, RUBY, script, in: File::NULL, out: log, err: log)
+  register_pid(tpid)
+  wait_for("the target to start") { File.read(log).include?("ready") }
+  err = File.join(WORK, "fallback-agent.err")
+  apid = Process.spawn("setpriv", *user, RBPEEK, "agent", "--require-env", MARK, "--server",
+                       "http://127.0.0.1:#{rport}", "--interval", "1", out: File::NULL, err: err)
+  register_pid(apid)
+  wait_for("a profile of nobody's process") { payloads(dir).any? { |pl| pl[:labels]["pid"].to_i == tpid } }
+  st = stop_agent(apid)
+  probs << "the agent exited #{st.inspect} on SIGINT" unless st.exitstatus&.zero?
+  kill_pid(rpid)
+  text = File.read(err)
+  warnings = text.scan(FALLBACK).size
+  probs << "expected one fallback warning, got #{warnings}: #{text[0, 400].inspect}" unless warnings == 1
+  probs << "the agent did not say it samples with ptrace: #{text[0, 300].inspect}" unless text.include?("(ptrace sampler)")
+  total, rows = pprof_top(payloads(dir).select { |pl| pl[:labels]["pid"].to_i == tpid }.map { |pl| pl[:file] })
+  probs << "busy_fb not in nobody's profile (#{total} samples)" unless rows.any? { |r| r[:name].include?("busy_fb") }
+  text[FALLBACK, 1]
+ensure
+  kill_pid(tpid) if tpid
+  FileUtils.rm_rf(nb) if nb
 end
 
 # ---- agent/standin-pyroscope/server-down-slow-500 ---------------------------
@@ -371,6 +467,7 @@ check(OUTAGE) do |probs|
     backoff-max = 2
     max-pending = 5
     label = phase=outage
+    sampler = ptrace
     pause = yes
   CONF
   apid, mport = start_agent(["--config", conf], err)

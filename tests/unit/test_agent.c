@@ -89,6 +89,11 @@ static void test_opts(void)
 		CHECK(!rbp_agent_opt_set(&o, "label", "env=staging", why, sizeof(why)));
 		CHECK_EQ_INT(o.n_labels, 1);
 		CHECK_EQ_STR(o.label_values[0], "staging");
+		CHECK_EQ_INT(o.ptrace, 0);   /* the in-kernel sampler by default */
+		CHECK(!rbp_agent_opt_set(&o, "sampler", "ptrace", why, sizeof(why)));
+		CHECK_EQ_INT(o.ptrace, 1);
+		CHECK(!rbp_agent_opt_set(&o, "sampler", "bpf", why, sizeof(why)));
+		CHECK_EQ_INT(o.ptrace, 0);
 	}
 	TEST("opts: bad values") {
 		CHECK_EQ_INT(rbp_agent_opt_set(&o, "rate", "0", why, sizeof(why)), RBP_EINVAL);
@@ -99,6 +104,8 @@ static void test_opts(void)
 		CHECK_EQ_INT(rbp_agent_opt_set(&o, "label", "service_name=x", why, sizeof(why)), RBP_EINVAL);
 		CHECK_EQ_INT(rbp_agent_opt_set(&o, "server", "https://x", why, sizeof(why)), RBP_EINVAL);
 		CHECK(strstr(why, "relay") != NULL);
+		CHECK_EQ_INT(rbp_agent_opt_set(&o, "sampler", "perf", why, sizeof(why)), RBP_EINVAL);
+		CHECK_EQ_STR(why, "bpf or ptrace");
 		CHECK_EQ_INT(rbp_agent_opt_set(&o, "nonsense", "1", why, sizeof(why)), RBP_EINVAL);
 		CHECK_EQ_STR(why, "unknown");
 	}
