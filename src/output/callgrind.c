@@ -306,6 +306,8 @@ int rbp_write_callgrind(const struct rbp_profile *p, const struct rbp_output_opt
 		(double)p->meta.duration_ns / 1e9);
 	fprintf(out, "desc: Lines: %s\n", p->meta.by_function ? "first line of each function" :
 		"sampled lines");
+	if (p->meta.on_cpu)
+		fputs("desc: Samples: on-CPU only (CPU time, not wall-clock time)\n", out);
 	fprintf(out, "positions: line\nevents: Samples\nsummary: %zu\n", p->n_samples);
 
 	uint32_t next_file = 0, next_fn = 0, cur_file = UINT32_MAX, cur_fn = UINT32_MAX;

@@ -199,9 +199,10 @@ int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *
 	fputs(",\"cmdline\":", out);
 	rbp_json_string(out, p->meta.cmdline);
 	fprintf(out, ",\"start_unix_ns\":%llu,\"duration_ns\":%llu,\"rate_hz\":%u,\"samples\":%zu,"
-		"\"by_function\":%s}}\n",
+		"\"by_function\":%s,\"on_cpu\":%s}}\n",
 		(unsigned long long)p->meta.start_unix_ns, (unsigned long long)p->meta.duration_ns,
-		p->meta.rate_hz, p->n_samples, p->meta.by_function ? "true" : "false");
+		p->meta.rate_hz, p->n_samples, p->meta.by_function ? "true" : "false",
+		p->meta.on_cpu ? "true" : "false");
 	err = ferror(out) ? RBP_EIO : RBP_OK;
 done:
 	if (func_json)

@@ -702,8 +702,8 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 	const struct rbp_profile_meta *m = &g->p->meta;
 	char n[32];
 
-	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s sample%s", FG_WIDTH / 2,
-		fg_count(g->total, n), g->total == 1 ? "" : "s");
+	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s %ssample%s", FG_WIDTH / 2,
+		fg_count(g->total, n), m->on_cpu ? "on-CPU " : "", g->total == 1 ? "" : "s");
 	if (m->duration_ns)
 		fprintf(out, " in %.1f s", (double)m->duration_ns / 1e9);
 	if (m->rate_hz)

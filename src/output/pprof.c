@@ -3,7 +3,8 @@
  * pprof.me, Grafana Pyroscope, Polar Signals...).
  *
  *   sample_type     [samples/count, wall/nanoseconds]; period_type
- *                   wall/nanoseconds, period = 1e9 / rate
+ *                   wall/nanoseconds, period = 1e9 / rate; "cpu" instead
+ *                   of "wall" for an on-CPU recording (meta.on_cpu)
  *   sample          one per distinct (thread, stack): location ids
  *                   innermost first, values [n, n * period], labels
  *                   thread_id (num), thread_name (str, when known), pid (num)
@@ -197,7 +198,9 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 	/* strings, in a fixed order of first use */
 	rbp_strtab_id(&st, "");
 	uint64_t s_samples = rbp_strtab_id(&st, "samples"), s_count = rbp_strtab_id(&st, "count");
-	uint64_t s_wall = rbp_strtab_id(&st, "wall"), s_ns = rbp_strtab_id(&st, "nanoseconds");
+	/* an on-CPU recording's time is CPU time: pprof's (and Pyroscope's) "cpu" */
+	uint64_t s_wall = rbp_strtab_id(&st, p->meta.on_cpu ? "cpu" : "wall");
+	uint64_t s_ns = rbp_strtab_id(&st, "nanoseconds");
 	uint64_t s_tid = rbp_strtab_id(&st, "thread_id"), s_tname = rbp_strtab_id(&st, "thread_name");
 	uint64_t s_pid = rbp_strtab_id(&st, "pid");
 	uint64_t s_map = rbp_strtab_id(&st, p->meta.cmdline[0] ? p->meta.cmdline : "ruby");

@@ -156,9 +156,10 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 	if (width > 60)
 		width = 60;
 	double total = p->n_samples ? (double)p->n_samples : 1;
-	fprintf(out, "rbpeek %s: pid %d (ruby %s), %.1f s at %u Hz, %zu samples, %zu threads\n\n",
+	fprintf(out, "rbpeek %s: pid %d (ruby %s), %.1f s at %u Hz, %zu %ssamples, %zu threads\n\n",
 		by_line ? "summary by line" : "summary", (int)p->meta.pid, p->meta.ruby_version,
-		(double)p->meta.duration_ns / 1e9, p->meta.rate_hz, p->n_samples, p->n_threads);
+		(double)p->meta.duration_ns / 1e9, p->meta.rate_hz, p->n_samples,
+		p->meta.on_cpu ? "on-CPU " : "", p->n_threads);
 	fputs(" % self  % total  ", out);
 	put_padded(out, "function", width);
 	fputs("  file:line\n", out);

@@ -405,6 +405,7 @@ static int new_interval(struct aproc *a, struct rbp_procset_member *m, const str
 	a->from_unix_ns = unix_ns();
 	a->prof.meta.pid = (int32_t)a->pid;
 	a->prof.meta.rate_hz = o->rate_hz;
+	a->prof.meta.on_cpu = o->sampler && o->sampler->on_cpu;
 	a->prof.meta.start_unix_ns = a->from_unix_ns;
 	a->prof.meta.ruby_version = rbp_profile_str(&a->prof, a->version);
 	a->prof.meta.cmdline = rbp_profile_str(&a->prof, m->cmdline);

@@ -68,6 +68,7 @@ struct rbp_agent_opts;
 
 struct rbp_agent_sampler {
 	const char *name;
+	uint8_t on_cpu;   /* samples only threads on a CPU: the profiles are of CPU time */
 	/* Set up sampling at o->rate_hz (o->pause, ...); *state is the sampler's.  RBP_ENOMEM, ... */
 	int (*open)(const struct rbp_agent_opts *o, void **state);
 	/*

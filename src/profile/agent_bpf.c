@@ -188,6 +188,7 @@ static int bpf_run(void *state, struct rbp_procset *procs, uint64_t until_ns,
 
 const struct rbp_agent_sampler rbp_agent_bpf_sampler = {
 	.name = "bpf",
+	.on_cpu = 1,
 	.open = bpf_open,
 	.run = bpf_run,
 	.watch = bpf_watch,

@@ -83,6 +83,8 @@ struct rbp_profile_meta {
 	uint64_t late;              /* ticks that started late */
 	uint64_t errors;            /* ticks whose read failed */
 	uint8_t by_function;        /* lines are functions' first lines */
+	uint8_t on_cpu;             /* only threads on a CPU were sampled (--on-cpu, the
+	                               in-kernel sampler): CPU time, not wall-clock time */
 };
 
 struct rbp_profile {

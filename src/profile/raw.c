@@ -81,6 +81,7 @@ static void write_meta(struct rbp_gz *g, const struct rbp_profile_meta *m)
 	rbp_gz_varint(g, m->late);
 	rbp_gz_varint(g, m->errors);
 	rbp_gz_varint(g, m->by_function);
+	rbp_gz_varint(g, m->on_cpu);
 }
 
 int rbp_raw_write(const struct rbp_profile *p, FILE *out)
@@ -216,7 +217,7 @@ static const char *str_ref(struct rd *r)
 	return r->err ? "" : r->strs[i];
 }
 
-static void read_meta(struct rd *r, struct rbp_profile *p)
+static void read_meta(struct rd *r, struct rbp_profile *p, uint8_t version)
 {
 	struct rbp_profile_meta *m = &p->meta;
 	const char *s;
@@ -231,6 +232,12 @@ static void read_meta(struct rd *r, struct rbp_profile *p)
 	m->late = get_varint(r);
 	m->errors = get_varint(r);
 	m->by_function = (uint8_t)get_varint(r);
+	if (version >= 2) {   /* version 1 did not say whether it was on-CPU */
+		uint64_t on_cpu = get_varint(r);
+		if (on_cpu > 1)
+			r->err = RBP_EBADRAW;
+		m->on_cpu = (uint8_t)on_cpu;
+	}
 }
 
 static void read_strings(struct rd *r, struct rbp_profile *p)
@@ -364,9 +371,9 @@ int rbp_raw_read(const char *path, struct rbp_profile *p)
 	get_bytes(&r, magic, strlen(RBP_RAW_MAGIC));
 	get_bytes(&r, &version, 1);
 	if (!r.err && (memcmp(magic, RBP_RAW_MAGIC, strlen(RBP_RAW_MAGIC)) ||
-		       version != RBP_RAW_VERSION))
+		       version < 1 || version > RBP_RAW_VERSION))
 		r.err = RBP_EBADRAW;
-	read_meta(&r, p);
+	read_meta(&r, p, version);
 	read_strings(&r, p);
 	read_frames(&r, p);
 	read_nodes(&r, p);

@@ -12,14 +12,15 @@
 #include "profile/profile.h"
 
 #define RBP_RAW_MAGIC "RBPEEKRAW"
-#define RBP_RAW_VERSION 1
+/* Written: 2 (meta ends with on_cpu).  Read: 1 and 2. */
+#define RBP_RAW_VERSION 2
 
 /* Write p as a gzip-compressed raw file to out. */
 int rbp_raw_write(const struct rbp_profile *p, FILE *out);
 /*
  * Read a raw file into p (initialised by this call; free it with
  * rbp_profile_free() whatever the result).  RBP_EBADRAW for anything that
- * is not a complete, consistent raw file of a version we read.
+ * is not a complete, consistent raw file of a version we read (1 or 2).
  */
 int rbp_raw_read(const char *path, struct rbp_profile *p);
 

@@ -501,6 +501,7 @@ int rbp_sample_loop(struct rbp_target *t, struct rbp_vm *vm, const struct rbp_sa
 	p->meta.pid = (int32_t)t->pid;
 	p->meta.rate_hz = o->rate_hz;
 	p->meta.by_function = o->by_function;
+	p->meta.on_cpu = o->on_cpu;
 	p->meta.start_unix_ns = now_ns(CLOCK_REALTIME);
 	while (!(st->stop = check_stop(&l, now_ns(CLOCK_MONOTONIC) - start))) {
 		if (o->suspend) {

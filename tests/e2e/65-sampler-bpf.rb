@@ -46,7 +46,21 @@ def bpf_record(pid, path, what)
   return [["#{what}: not announced as the in-kernel sampler: #{err[0, 300].inspect}"], nil] unless err.include?("in-kernel sampler")
 
   stacks = R.read_collapsed(out)
-  [hot_cold_problems(stacks, path, what), "#{what}: #{R.total(stacks)} samples"]
+  probs = hot_cold_problems(stacks, path, what)
+  # an on-CPU recording says so (the summary's header; pprof's sample type "cpu")
+  if (raw = R.raw_path_of(res))
+    sum = R.tmp("bpf-#{pid}-summary.txt")
+    a = ["report", "-i", raw, "-f", "summary", "-o", sum]
+    r = R.rec(*a)
+    if !r.status&.zero?
+      probs << "#{what}: rbpeek #{a.join(' ')}: #{r.describe}"
+    elsif !R.parse_summary(File.binread(sum))[:on_cpu]
+      probs << "#{what}: the summary does not say on-CPU samples: #{File.binread(sum).lines.first.inspect}"
+    end
+  else
+    probs << "#{what}: stderr names no raw profile: #{err[0, 300].inspect}"
+  end
+  [probs, "#{what}: #{R.total(stacks)} samples"]
 end
 
 # The hot/cold ratio and the lines of the innermost frames.

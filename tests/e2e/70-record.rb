@@ -256,6 +256,7 @@ check("record/raw-then-report") do |probs|
   probs << "summary says #{s[:samples]} samples, collapsed holds #{n}" if s[:samples] != n
   probs << "summary says #{s[:rate]} Hz, recorded at 200" if s[:rate] != 200
   probs << "summary says #{s[:threads]} threads, the target has 1" if s[:threads] != 1
+  probs << "the summary of a wall-clock recording says on-CPU samples" if s[:on_cpu]
   %w[Object#hot Object#cold block\ in\ <main> Kernel#loop <main>].each do |label|
     row = s[:rows].find { |r| r[:label] == label }
     next probs << "summary has no row for #{label}: #{s[:rows].map { |r| r[:label] }.inspect}" unless row
@@ -306,7 +307,7 @@ check("report/corrupt-raw") do |probs|
   flip = gz.dup
   flip.setbyte(gz.size / 2, gz.getbyte(gz.size / 2) ^ 0x10)
   bad_version = plain.dup
-  bad_version.setbyte(9, 2)
+  bad_version.setbyte(9, 99) # a version from the future
   cases = {
     "truncated" => gz[0, gz.size / 2],
     "no-gzip-trailer" => gz[0, gz.size - 4],
@@ -505,7 +506,19 @@ end
       out = R.tmp("#{name}.txt")
       # 500 Hz: a sleeper that a tick left runnable is likelier to be caught
       args = ["record", "--pid", t.pid, "-r", 500, "-d", 1, *flags, "-f", "collapsed", "-o", out]
-      next unless expect_ok(probs, args, R.rec(*args))
+      next unless expect_ok(probs, args, res = R.rec(*args))
+
+      # the recording says whether it is of CPU time (the summary's header; pprof's "cpu")
+      if (raw = R.raw_path_of(res))
+        sum = R.tmp("#{name}-summary.txt")
+        a = ["report", "-i", raw, "-f", "summary", "-o", sum]
+        if expect_ok(probs, a, R.rec(*a)) && R.parse_summary(File.binread(sum))[:on_cpu] != flags.include?("--on-cpu")
+          probs << "the summary's header says #{flags.include?('--on-cpu') ? 'wall-clock' : 'on-CPU'} samples: " \
+                   "#{File.binread(sum).lines.first.inspect}"
+        end
+      else
+        probs << "stderr names no raw profile: #{R.stderr_of(res)[0, 300].inspect}"
+      end
 
       stacks = R.read_collapsed(out)
       spin = t.line_of(/# SPIN/)

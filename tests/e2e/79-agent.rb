@@ -190,6 +190,15 @@ def pprof_top(files)
   [total, rows]
 end
 
+# The sample types of a payload, as go tool pprof -raw lists them ("samples/count cpu/nanoseconds").
+def pprof_sample_types(file)
+  r = run(["go", "tool", "pprof", "-raw", file],
+          env: { "HOME" => GOHOME, "GOCACHE" => File.join(GOHOME, "cache") }, timeout: 180)
+  raise "go tool pprof -raw #{r.describe}" unless r.status&.zero?
+
+  r.stdout.lines.map(&:strip).each_cons(2).find { |a, _| a == "Samples:" }&.last
+end
+
 # A busy script whose hot method is busy_TAG (a while loop: the method is the leaf).
 def write_script(dir, tag)
   FileUtils.mkdir_p(dir)
@@ -353,6 +362,11 @@ def run_procs(name, procs, gone, args, probs)
   probs << "the receiver refused requests: #{File.read(bad)[0, 300]}" if File.exist?(bad)
   all = payloads(dir)
   check_payloads(procs, all, probs)
+  # the in-kernel sampler's profiles are of CPU time, the ptrace sampler's of wall-clock time
+  want = args.include?("ptrace") ? "samples/count wall/nanoseconds" : "samples/count cpu/nanoseconds"
+  if (first = all.first) && (types = pprof_sample_types(first[:file])) != want
+    probs << "#{File.basename(first[:file])}: sample types #{types.inspect}, expected #{want.inspect}"
+  end
   by_kind = procs.group_by(&:how).transform_values(&:size)
   versions = procs.map(&:version).uniq.sort
   cgroup_note = cgroup_note ? "container_id not checked: #{cgroup_note}" : "one in a container's cgroup"

@@ -484,6 +484,25 @@ static int read_raw_bytes(const void *data, size_t len, char **collapsed, size_t
 }
 
 /* Gzip bytes with our own stream writer. */
+/* LEB128 varint at data[at]: its value in *v, the offset after it (len when cut short). */
+static size_t read_varint(const uint8_t *data, size_t len, size_t at, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; at < len && shift < 64; shift += 7) {
+		uint8_t b = data[at++];
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return at;
+	}
+	return len;
+}
+
+static size_t skip_varint(const uint8_t *data, size_t len, size_t at)
+{
+	uint64_t v;
+	return read_varint(data, len, at, &v);
+}
+
 static char *gzip_bytes(const uint8_t *data, size_t len, size_t *out_len)
 {
 	char *buf = NULL;
@@ -720,6 +739,66 @@ int main(void)
 			free(z);
 		}
 		free(u);
+	}
+
+	TEST("a version 1 raw file (no on_cpu in its meta) is read the same") {
+		size_t ulen = 0, zl = 0, at;
+		uint8_t *u = raw ? gunzip(raw, raw_len, &ulen) : NULL;
+		char *z = NULL, *c = NULL;
+		size_t cl = 0;
+
+		CHECK(u != NULL && ulen > 10 && u[9] == 2);
+		/* skip the meta to its last varint, on_cpu, and cut it out */
+		at = 10;
+		at = skip_varint(u, ulen, at);                       /* pid */
+		for (int s = 0; s < 2; s++) {                         /* ruby_version, cmdline */
+			uint64_t n = 0;
+			at = read_varint(u, ulen, at, &n);
+			at += n;
+		}
+		for (int v = 0; v < 7; v++)                           /* start .. by_function */
+			at = skip_varint(u, ulen, at);
+		CHECK(at < ulen && u[at] == 0);                       /* on_cpu = 0 */
+		if (u && at < ulen) {
+			u[9] = 1;
+			memmove(u + at, u + at + 1, ulen - at - 1);
+			z = gzip_bytes(u, ulen - 1, &zl);
+			CHECK_EQ_INT(read_raw_bytes(z, zl, &c, &cl), RBP_OK);
+			CHECK(c && cl == want_len && !memcmp(c, want, cl));
+			u[9] = 3;                                     /* a version from the future */
+			free(z);
+			z = gzip_bytes(u, ulen - 1, &zl);
+			CHECK_EQ_INT(read_raw_bytes(z, zl, NULL, NULL), RBP_EBADRAW);
+		}
+		free(c);
+		free(z);
+		free(u);
+	}
+
+	TEST("an on-CPU profile: pprof's sample type is cpu, and the raw file keeps it") {
+		struct rbp_profile q;
+		char *text = NULL;
+		size_t tlen = 0;
+
+		p.meta.on_cpu = 1;
+		CHECK_EQ_INT(write_mem("pprof", &p, &buf, &len), RBP_OK);
+		text = dump_pprof(buf, len, &tlen);
+		CHECK(text && strstr(text, "\"cpu\"") && !strstr(text, "\"wall\""));
+		free(text);
+		free(buf);
+		FILE *f = fopen(raw_path, "wb");
+		CHECK(f != NULL);
+		if (f) {
+			CHECK_EQ_INT(rbp_raw_write(&p, f), RBP_OK);
+			CHECK(fclose(f) == 0);
+		}
+		CHECK_EQ_INT(rbp_raw_read(raw_path, &q), RBP_OK);
+		CHECK_EQ_INT(q.meta.on_cpu, 1);
+		rbp_profile_free(&q);
+		CHECK_EQ_INT(write_mem("flamegraph", &p, &buf, &len), RBP_OK);
+		CHECK(buf && strstr(buf, "on-CPU samples"));
+		free(buf);
+		p.meta.on_cpu = 0;
 	}
 	free(want);
 	free(raw);

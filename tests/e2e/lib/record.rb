@@ -316,11 +316,12 @@ module Record
     stacks.sum { |frames, n| frames.last&.label == label ? n : 0 }
   end
 
-  # "rbpeek summary: pid P (ruby V), S s at R Hz, N samples, T threads", then
-  # rows "% self  % total  function  file:line".
+  # "rbpeek summary: pid P (ruby V), S s at R Hz, N samples, T threads" ("N
+  # on-CPU samples" for an on-CPU recording), then rows "% self  % total
+  # function  file:line".
   def parse_summary(text)
     lines = text.dup.force_encoding(Encoding::UTF_8).lines.map(&:chomp)
-    head = /\Arbpeek summary: pid (\d+) \(ruby (\S+)\), ([\d.]+) s at (\d+) Hz, (\d+) samples, (\d+) threads?\z/.match(lines[0].to_s)
+    head = /\Arbpeek summary: pid (\d+) \(ruby (\S+)\), ([\d.]+) s at (\d+) Hz, (\d+) (on-CPU )?samples, (\d+) threads?\z/.match(lines[0].to_s)
     raise "summary header not understood: #{lines[0].inspect}" unless head
 
     rows = lines.drop(1).reject { |l| l.strip.empty? || l =~ /\A\s*% self/ }.map do |l|
@@ -328,6 +329,7 @@ module Record
       m = /\A\s*(\d+\.\d+)\s+(\d+\.\d+)\s+(.+?)\s+(?:(\S+):(-?\d+)|-)\z/.match(l) or raise "summary row not understood: #{l.inspect}"
       { self: m[1].to_f, total: m[2].to_f, label: m[3], path: m[4], line: m[5].to_i }
     end
-    { pid: head[1].to_i, ruby: head[2], rate: head[4].to_i, samples: head[5].to_i, threads: head[6].to_i, rows: rows }
+    { pid: head[1].to_i, ruby: head[2], rate: head[4].to_i, samples: head[5].to_i, on_cpu: !head[6].nil?,
+      threads: head[7].to_i, rows: rows }
   end
 end
