@@ -46,7 +46,8 @@ fi
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export RUSTC=/usr/bin/rustc
 
-deps="build-essential dpkg-dev rustc ruby libyaml-dev libffi-dev libssl-dev zlib1g-dev libgmp-dev"
+# autoconf: Debian's patches touch configure.ac, so Ruby's Makefile remakes configure
+deps="build-essential dpkg-dev autoconf rustc ruby libyaml-dev libffi-dev libssl-dev zlib1g-dev libgmp-dev"
 install_deps() {
 	local have
 	# shellcheck disable=SC2086

@@ -96,9 +96,14 @@ test("trace/kernel-unprivileged") do
   dir = File.join(work, "nobody")
   FileUtils.mkdir_p(dir)
   File.chmod(0o1777, dir)
+  # nobody may not read the checkout (a clone in /root is 0700): a copy of the extension and script
+  FileUtils.cp_r(EXT, File.join(dir, "ext"))
+  FileUtils.cp(FIXTURE, dir)
+  FileUtils.chmod_R("a+rX", dir)
   out = File.join(dir, "kernel.pftrace")
   r = E2E.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-               "--bounding-set=-all", RUBY, "-I#{EXT}", FIXTURE, "kernel", out], timeout: 30)
+               "--bounding-set=-all", RUBY, "-I#{File.join(dir, 'ext')}", File.join(dir, File.basename(FIXTURE)),
+               "kernel", out], timeout: 30)
   KERNEL_OFF[:off] = true
   pr = r.status&.zero? ? problems("kernel", out, RUBY_VERSION) : ["program #{r.describe}"]
   KERNEL_OFF.delete(:off)
