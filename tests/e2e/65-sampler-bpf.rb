@@ -15,6 +15,7 @@
 # samples; bad combinations are usage errors.  Skipped with the reason when
 # not root or when the kernel refuses eBPF.
 require "fileutils"
+require "tmpdir"
 require_relative "lib/e2e"
 require_relative "lib/record"
 require_relative "lib/chroot"
@@ -154,7 +155,7 @@ check("sampler-bpf/fallback") do |probs|
                       in: "/dev/null", out: "/dev/null", err: "/dev/null")
   E2E.register_pid(pid)
   sleep 0.5
-  dir = R.tmp("bpf-nobody", mkdir: true)
+  dir = Dir.mktmpdir("rbpeek-bpf-nobody-") # outside the checkout, which may be root's alone (/root)
   File.chmod(0o777, dir)
   res = E2E.run(["setpriv", *user, E2E::RBPEEK, "record", "--pid", pid.to_s, "--sampler=bpf", "-d", "1",
                  "-f", "collapsed", "-o", "#{dir}/x.folded", "--no-raw"], env: R.env, chdir: dir)
@@ -169,6 +170,8 @@ check("sampler-bpf/fallback") do |probs|
   end
   E2E.kill_pid(pid)
   err[FALLBACK, 1]
+ensure
+  FileUtils.rm_rf(dir) if dir
 end
 
 check("sampler-bpf/bad-options") do |probs|

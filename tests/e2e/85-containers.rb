@@ -172,7 +172,8 @@ rubies.each do |ruby|
   name = "#{pre}/#{PTRACE}"
   test(name) do
     next skip(name, "rbpeek cannot run in the chroot: #{inside_note}") unless inside
-    next skip(name, why) if (why = container_problem(ruby, :overlay))
+    why = container_problem(ruby, :overlay)
+    next skip(name, why) if why
 
     Chroots.with_target(ruby, "nested", how: :overlay, user: 65_534) do |t|
       drop = ["setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace", "--"]

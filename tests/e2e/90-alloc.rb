@@ -16,6 +16,7 @@
 # probed function's first byte is Ruby's own again, the target is back at
 # speed); bad input gets its exit code (2 usage, 3 no process, 4 not
 # allowed, 5 not Ruby) and nothing is written.
+require "tmpdir"
 require_relative "lib/e2e"
 require_relative "lib/record"
 require_relative "lib/chroot"
@@ -228,13 +229,15 @@ check("alloc/nobody") do |probs|
   pid = Process.spawn("setpriv", *user, E2E::RUBY, "-e", "loop { 'x' * 3; sleep 0.01 }")
   E2E.register_pid(pid)
   sleep 0.5
-  dir = R.tmp("nobody", mkdir: true)
+  dir = Dir.mktmpdir("rbpeek-alloc-nobody-") # outside the checkout, which may be root's alone (/root)
   File.chmod(0o777, dir)
   res = E2E.run(["setpriv", *user, E2E::RBPEEK, "alloc", "--pid", pid.to_s, "-d", "1", "-o", "#{dir}/x.html"],
                 env: R.env, chdir: dir)
   expect_code(probs, res, 4, "CAP_PERFMON")
   probs << "#{dir}/x.html written" if File.exist?("#{dir}/x.html")
   E2E.kill_pid(pid)
+ensure
+  FileUtils.rm_rf(dir) if dir
 end
 
 check("alloc/bad-options") do |probs|
