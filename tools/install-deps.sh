@@ -45,13 +45,15 @@
 #   debootstrap       the clean Debian 12 chroot the package is installed in
 #   man-db            man -w rbpeek after make install
 #   zsh               checks the generated zsh completion (zsh -n)
+#   git               make dist (the release tarball the package and gem are
+#                     built from is git archive of the checkout)
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler
 	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool"
 if [ "${1:-}" = --packaging ]; then
-	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh"
+	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git"
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
