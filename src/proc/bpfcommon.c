@@ -58,7 +58,12 @@ void rbp_bpf_log_end(struct rbp_bpf_log *m)
 void rbp_bpf_explain(char *why, size_t why_len, const char *what, int e, const struct rbp_bpf_log *m)
 {
 	size_t at = (size_t)snprintf(why, why_len, "%s (%s)", what, strerror(e));
-	if (!m->len || at + 8 >= why_len)
+	/*
+	 * Refused for want of privilege, libbpf's lines only restate it (and
+	 * point at RLIMIT_MEMLOCK, which kernels that account eBPF memory to
+	 * the cgroup, 5.11+, do not use): the caller says what is missing.
+	 */
+	if (!m->len || e == EPERM || at + 8 >= why_len)
 		return;
 	/* from the end, back over lines while they fit */
 	size_t room = why_len - at - 3, start = m->len;

@@ -31,7 +31,8 @@ int rbp_bpf_log_begin(struct rbp_bpf_log *m);
 void rbp_bpf_log_end(struct rbp_bpf_log *m);
 /*
  * why = "WHAT (strerror(e)): " then the last lines of m that fit, on one
- * line (the verifier's verdict ends its log).
+ * line (the verifier's verdict ends its log); "WHAT (strerror(e))" alone
+ * when e is EPERM (libbpf's lines then say nothing more).
  */
 void rbp_bpf_explain(char *why, size_t why_len, const char *what, int e, const struct rbp_bpf_log *m);
 /* A libbpf error (errno value, positive) as an RBP_E* code. */

@@ -162,6 +162,9 @@ check("sampler-bpf/fallback") do |probs|
   err = R.stderr_of(res)
   warnings = err.scan(FALLBACK).size
   probs << "expected one fallback warning, got #{warnings}: #{err[0, 400].inspect}" unless warnings == 1
+  # refused for want of privilege: one short reason, not libbpf's restatement of it
+  why = err[FALLBACK, 1].to_s
+  probs << "the reason quotes libbpf's noise: #{why[0, 300].inspect}" if why.include?("Operation not permitted") && why.include?("libbpf:")
   if res.status&.zero?
     stacks = R.read_collapsed("#{dir}/x.folded")
     probs << "no ptrace samples of Object#spin" unless R.under(stacks, "Object#spin").positive?
