@@ -54,12 +54,14 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "heap", .usage = heap_usage, .shortopts = ":p:c:n:jh",
+		.longopts = longopts, .t = &o->t };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:c:n:jh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case 'n':
 			o->top = strtol(optarg, &end, 10);
 			if (!*optarg || *end || o->top < 0 || o->top > 1000000)
@@ -67,10 +69,6 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 						       optarg);
 			break;
 		case 'j': o->json = 1; break;
-		case 'h': fputs(heap_usage, stdout); exit(0);
-		default:
-			if (cli_other_opt("heap", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	return cli_target_check("heap", argc, argv, &o->t);

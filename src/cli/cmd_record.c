@@ -133,18 +133,16 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "sampler", required_argument, NULL, OPT_SAMPLER },
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "record", .usage = record_usage, .formats = 1,
+		.shortopts = "+:p:r:d:o:f:h", .longopts = longopts, .t = &o->t, .unit = "Hz",
+		.rate = &o->rate, .duration = &o->duration, .output = &o->output,
+		.format = &o->format, .raw = &o->raw };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:r:d:o:f:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'r': case 'd':
-			if (cli_watch_opt("record", c, optarg, "Hz", &o->rate, &o->duration))
-				return EXIT_USAGE;
-			break;
-		case 'o': o->output = optarg; break;
-		case 'f': o->format = optarg; break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case OPT_ONCPU: o->so.on_cpu = 1; break;
 		case OPT_GVL: o->so.gvl_only = 1; break;
 		case OPT_THREADS: o->so.threads_as_roots = 1; break;
@@ -165,20 +163,12 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
 			break;
 		}
-		case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
-			if (cli_raw_opt("record", c, optarg, &o->raw))
-				return EXIT_USAGE;
-			break;
 		case OPT_IDLE: o->idle = 1; break;
 		case OPT_NOIDLE: o->idle = 0; break;
 		case OPT_SAMPLER:
 			if (cli_sampler_opt("record", optarg, &o->bpf))
 				return EXIT_USAGE;
 			break;
-		case 'h': cli_print_usage(record_usage); exit(0);
-		default:
-			if (cli_other_opt("record", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	if (optind < argc)

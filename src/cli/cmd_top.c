@@ -81,16 +81,15 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "top", .usage = top_usage, .shortopts = "+:p:r:d:n:h",
+		.longopts = longopts, .t = &o->t, .unit = "Hz", .rate = &o->rate,
+		.duration = &o->duration };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:r:d:n:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'r': case 'd':
-			if (cli_watch_opt("top", c, optarg, "Hz", &o->rate, &o->duration))
-				return EXIT_USAGE;
-			break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case OPT_DELAY:
 			if (cli_parse_seconds(optarg, &o->delay) || o->delay < 0.1)
 				return cli_usage_error("top", "invalid delay '%s' (at least 0.1 s)", optarg);
@@ -107,10 +106,6 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 			if (cli_sampler_opt("top", optarg, &o->bpf))
 				return EXIT_USAGE;
 			break;
-		case 'h': fputs(top_usage, stdout); exit(0);
-		default:
-			if (cli_other_opt("top", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	if (cli_pid_check("top", argc, argv, &o->t, "give --pid PID"))
