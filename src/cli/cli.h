@@ -128,9 +128,11 @@ struct cli_target_opts {
 #define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
 	{ "duration", required_argument, NULL, 'd' }
 /* --raw-file PATH and --no-raw of the commands that keep a raw profile. */
-enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW };
+enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW, CLI_OPT_SAMPLER };
 #define CLI_OPTS_RAW { "raw-file", required_argument, NULL, CLI_OPT_RAWFILE }, \
 	{ "no-raw", no_argument, NULL, CLI_OPT_NORAW }
+/* --sampler ptrace|bpf of the commands that sample (cli_sampler_opt). */
+#define CLI_OPTS_SAMPLER { "sampler", required_argument, NULL, CLI_OPT_SAMPLER }
 /*
  * A command's options as cli_getopt() parses them (opts.c): the command's
  * name (for the messages), its --help text, getopt_long's short and long
@@ -151,6 +153,7 @@ struct cli_parser {
 	double *duration;
 	const char **output, **format; /* -o FILE and -f FORMAT: CLI_OPTS_OUTPUT */
 	const char **raw;              /* CLI_OPTS_RAW: the path, "" for --no-raw */
+	int *bpf;                      /* CLI_OPTS_SAMPLER: 1 for --sampler=bpf */
 	int index;                     /* out: longopts' index of the last long option */
 };
 /* What cli_getopt() returns after a usage error. */
@@ -165,6 +168,15 @@ struct cli_parser {
 int cli_getopt(int argc, char **argv, struct cli_parser *p);
 /* After the option loop: no operands left.  Returns 0 or EXIT_USAGE (message printed). */
 int cli_no_operands(const char *cmd, int argc, char **argv);
+/*
+ * After the option loop of a command that samples (record, top), in this
+ * order: --native only in a build that has it; --sampler=bpf with none of
+ * the options it cannot go with (conflict: the first given, else NULL)
+ * and at most 10000 Hz; --native not with --nonblocking.  Returns 0 or
+ * EXIT_USAGE (message printed).
+ */
+int cli_sampling_check(const char *cmd, int native, int nonblocking, int bpf, unsigned rate,
+		       const char *conflict);
 /*
  * After the option loop: no operands left and exactly one of --pid or
  * --core.  Returns 0 or EXIT_USAGE (message printed).

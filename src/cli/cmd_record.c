@@ -109,7 +109,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
 	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT,
-	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER, OPT_MAXHOLD };
+	       OPT_IDLE, OPT_NOIDLE, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -130,13 +130,13 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		CLI_OPTS_RAW,
 		{ "idle", no_argument, NULL, OPT_IDLE },
 		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
-		{ "sampler", required_argument, NULL, OPT_SAMPLER },
+		CLI_OPTS_SAMPLER,
 		CLI_OPTS_END
 	};
 	struct cli_parser cp = { .cmd = "record", .usage = record_usage, .formats = 1,
 		.shortopts = "+:p:r:d:o:f:h", .longopts = longopts, .t = &o->t, .unit = "Hz",
 		.rate = &o->rate, .duration = &o->duration, .output = &o->output,
-		.format = &o->format, .raw = &o->raw };
+		.format = &o->format, .raw = &o->raw, .bpf = &o->bpf };
 	char *end;
 	int c;
 
@@ -165,27 +165,15 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		}
 		case OPT_IDLE: o->idle = 1; break;
 		case OPT_NOIDLE: o->idle = 0; break;
-		case OPT_SAMPLER:
-			if (cli_sampler_opt("record", optarg, &o->bpf))
-				return EXIT_USAGE;
-			break;
 		}
 	}
 	if (optind < argc)
 		o->cmd = argv + optind;
 	if (!o->t.pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
-	if (o->native && !rbp_subject_native_available())
-		return cli_no_native();
-	if (o->bpf && (o->native || o->subprocesses || o->so.gvl_only))
-		return cli_usage_error("record", "--sampler=bpf cannot be used with %s",
-				       o->native ? "--native" : o->subprocesses ? "--subprocesses" : "--gvl");
-	if (o->bpf && o->rate > 10000)
-		return cli_usage_error("record", "--sampler=bpf samples at most 10000 Hz");
-	if (o->native && o->so.nonblocking)
-		return cli_usage_error("record", "--native cannot be used with --nonblocking "
-				       "(native stacks are read while the process is paused)");
-	return 0;
+	return cli_sampling_check("record", o->native, o->so.nonblocking, o->bpf, o->rate,
+				  o->native ? "--native" : o->subprocesses ? "--subprocesses" :
+				  o->so.gvl_only ? "--gvl" : NULL);
 }
 
 /* ---- live status ------------------------------------------------------ */

@@ -2,9 +2,10 @@
  * opts.c - the option parsing every command shares.  cli_getopt() runs
  * getopt_long over a command's table and takes the options commands have
  * in common (--help, the target options, -r/-d, -o/-f, --raw-file and
- * --no-raw), so that each is parsed, and each usage error worded, in one
- * place; the command sees only its own options.  The checks after the
- * option loop (operands left, which target was named) are here too.
+ * --no-raw, --sampler), so that each is parsed, and each usage error
+ * worded, in one place; the command sees only its own options.  The
+ * checks after the option loop (operands left, which target was named,
+ * sampling options that do not go together) are here too.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "output/output.h"
+#include "profile/subject.h"
 
 /* A PID argument; 0 when it is not one. */
 static int parse_pid(const char *s)
@@ -67,6 +69,8 @@ static int shared(const struct cli_parser *p, int c)
 		return p->output != NULL;
 	case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
 		return p->raw != NULL;
+	case CLI_OPT_SAMPLER:
+		return p->bpf != NULL;
 	default:
 		return 0;
 	}
@@ -104,6 +108,7 @@ static int take(const struct cli_parser *p, int c, char **argv)
 	case 'o': *p->output = optarg; return 0;
 	case 'f': *p->format = optarg; return 0;
 	case CLI_OPT_NORAW: *p->raw = ""; return 0;
+	case CLI_OPT_SAMPLER: return cli_sampler_opt(cmd, optarg, p->bpf);
 	default:   /* CLI_OPT_RAWFILE */
 		if (!*optarg || !strcmp(optarg, "-"))
 			return cli_usage_error(cmd, "--raw-file wants a file name");
@@ -128,6 +133,21 @@ int cli_no_operands(const char *cmd, int argc, char **argv)
 {
 	if (optind < argc)
 		return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+int cli_sampling_check(const char *cmd, int native, int nonblocking, int bpf, unsigned rate,
+		       const char *conflict)
+{
+	if (native && !rbp_subject_native_available())
+		return cli_no_native();
+	if (bpf && conflict)
+		return cli_usage_error(cmd, "--sampler=bpf cannot be used with %s", conflict);
+	if (bpf && rate > 10000)
+		return cli_usage_error(cmd, "--sampler=bpf samples at most 10000 Hz");
+	if (native && nonblocking)
+		return cli_usage_error(cmd, "--native cannot be used with --nonblocking "
+				       "(native stacks are read while the process is paused)");
 	return 0;
 }
 
