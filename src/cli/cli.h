@@ -128,11 +128,14 @@ struct cli_target_opts {
 #define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
 	{ "duration", required_argument, NULL, 'd' }
 /* --raw-file PATH and --no-raw of the commands that keep a raw profile. */
-enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW, CLI_OPT_SAMPLER };
+enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW, CLI_OPT_SAMPLER, CLI_OPT_IDLE, CLI_OPT_NOIDLE };
 #define CLI_OPTS_RAW { "raw-file", required_argument, NULL, CLI_OPT_RAWFILE }, \
 	{ "no-raw", no_argument, NULL, CLI_OPT_NORAW }
 /* --sampler ptrace|bpf of the commands that sample (cli_sampler_opt). */
 #define CLI_OPTS_SAMPLER { "sampler", required_argument, NULL, CLI_OPT_SAMPLER }
+/* --idle and --no-idle of the commands that write a profile (keep threads waiting for work). */
+#define CLI_OPTS_IDLE { "idle", no_argument, NULL, CLI_OPT_IDLE }, \
+	{ "no-idle", no_argument, NULL, CLI_OPT_NOIDLE }
 /*
  * A command's options as cli_getopt() parses them (opts.c): the command's
  * name (for the messages), its --help text, getopt_long's short and long
@@ -154,6 +157,7 @@ struct cli_parser {
 	const char **output, **format; /* -o FILE and -f FORMAT: CLI_OPTS_OUTPUT */
 	const char **raw;              /* CLI_OPTS_RAW: the path, "" for --no-raw */
 	int *bpf;                      /* CLI_OPTS_SAMPLER: 1 for --sampler=bpf */
+	int *idle;                     /* CLI_OPTS_IDLE: 1 for --idle, 0 for --no-idle */
 	int index;                     /* out: longopts' index of the last long option */
 };
 /* What cli_getopt() returns after a usage error. */

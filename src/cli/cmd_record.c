@@ -108,8 +108,7 @@ struct record_opts {
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT,
-	       OPT_IDLE, OPT_NOIDLE, OPT_MAXHOLD };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -128,15 +127,14 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
 		CLI_OPTS_RAW,
-		{ "idle", no_argument, NULL, OPT_IDLE },
-		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
+		CLI_OPTS_IDLE,
 		CLI_OPTS_SAMPLER,
 		CLI_OPTS_END
 	};
 	struct cli_parser cp = { .cmd = "record", .usage = record_usage, .formats = 1,
 		.shortopts = "+:p:r:d:o:f:h", .longopts = longopts, .t = &o->t, .unit = "Hz",
 		.rate = &o->rate, .duration = &o->duration, .output = &o->output,
-		.format = &o->format, .raw = &o->raw, .bpf = &o->bpf };
+		.format = &o->format, .raw = &o->raw, .bpf = &o->bpf, .idle = &o->idle };
 	char *end;
 	int c;
 
@@ -163,8 +161,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
 			break;
 		}
-		case OPT_IDLE: o->idle = 1; break;
-		case OPT_NOIDLE: o->idle = 0; break;
 		}
 	}
 	if (optind < argc)

@@ -51,26 +51,23 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
 		CLI_OPTS_OUTPUT,
-		{ "idle", no_argument, NULL, 'I' },
-		{ "no-idle", no_argument, NULL, 'N' },
+		CLI_OPTS_IDLE,
 		CLI_OPTS_END
 	};
 	const char *input = NULL, *format = NULL, *output = NULL;
+	int c, err, rc, keep_idle = 0;
 	struct cli_parser cp = { .cmd = "report", .usage = report_usage, .formats = 1,
-		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format };
+		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format,
+		.idle = &keep_idle };
 	const struct rbp_format *fmt;
 	struct rbp_profile p;
 	char outbuf[4096], title[512];
-	int c, err, rc, keep_idle = 0;
 	size_t idle;
 
 	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
-		switch (c) {
-		case CLI_OPT_ERROR: return EXIT_USAGE;
-		case 'i': input = optarg; break;
-		case 'I': keep_idle = 1; break;
-		case 'N': keep_idle = 0; break;
-		}
+		if (c == CLI_OPT_ERROR)
+			return EXIT_USAGE;
+		input = optarg;   /* -i FILE, report's only option of its own */
 	}
 	if (cli_no_operands("report", argc, argv))
 		return EXIT_USAGE;

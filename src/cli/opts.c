@@ -2,7 +2,7 @@
  * opts.c - the option parsing every command shares.  cli_getopt() runs
  * getopt_long over a command's table and takes the options commands have
  * in common (--help, the target options, -r/-d, -o/-f, --raw-file and
- * --no-raw, --sampler), so that each is parsed, and each usage error
+ * --no-raw, --sampler, --idle and --no-idle), so that each is parsed, and each usage error
  * worded, in one place; the command sees only its own options.  The
  * checks after the option loop (operands left, which target was named,
  * sampling options that do not go together) are here too.
@@ -71,6 +71,8 @@ static int shared(const struct cli_parser *p, int c)
 		return p->raw != NULL;
 	case CLI_OPT_SAMPLER:
 		return p->bpf != NULL;
+	case CLI_OPT_IDLE: case CLI_OPT_NOIDLE:
+		return p->idle != NULL;
 	default:
 		return 0;
 	}
@@ -109,6 +111,8 @@ static int take(const struct cli_parser *p, int c, char **argv)
 	case 'f': *p->format = optarg; return 0;
 	case CLI_OPT_NORAW: *p->raw = ""; return 0;
 	case CLI_OPT_SAMPLER: return cli_sampler_opt(cmd, optarg, p->bpf);
+	case CLI_OPT_IDLE: *p->idle = 1; return 0;
+	case CLI_OPT_NOIDLE: *p->idle = 0; return 0;
 	default:   /* CLI_OPT_RAWFILE */
 		if (!*optarg || !strcmp(optarg, "-"))
 			return cli_usage_error(cmd, "--raw-file wants a file name");
