@@ -120,6 +120,8 @@ struct cli_target_opts {
 	{ "sysroot", required_argument, NULL, 'S' }
 #define CLI_OPTS_LAYOUT { "force-version", required_argument, NULL, 'F' }, \
 	{ "layout", required_argument, NULL, 'L' }
+/* All of them: a process or a core file (heap, snapshot). */
+#define CLI_OPTS_TARGET CLI_OPT_PID, CLI_OPTS_CORE, CLI_OPTS_LAYOUT
 #define CLI_OPTS_END { "help", no_argument, NULL, 'h' }, { 0 }
 /* -o FILE and -f FORMAT of the commands that write a profile or trace. */
 #define CLI_OPTS_OUTPUT { "output", required_argument, NULL, 'o' }, \

@@ -75,12 +75,10 @@ static const char *state_name(char st)
 static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 {
 	static const struct option longopts[] = {
-		CLI_OPT_PID,
-		CLI_OPTS_CORE,
+		CLI_OPTS_TARGET,
 		{ "json", no_argument, NULL, 'j' },
 		{ "nonblocking", no_argument, NULL, 'n' },
 		{ "native", no_argument, NULL, 'N' },
-		CLI_OPTS_LAYOUT,
 		{ "no-gc", no_argument, NULL, 'G' },
 		{ "subprocesses", no_argument, NULL, 'P' },
 		CLI_OPTS_END
