@@ -129,8 +129,9 @@ struct cli_target_opts {
 /* -r N and -d SECONDS of the commands that watch a process. */
 #define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
 	{ "duration", required_argument, NULL, 'd' }
-/* --raw-file PATH and --no-raw of the commands that keep a raw profile. */
+/* The values of the shared options below that have no short form. */
 enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW, CLI_OPT_SAMPLER, CLI_OPT_IDLE, CLI_OPT_NOIDLE };
+/* --raw-file PATH and --no-raw of the commands that keep a raw profile. */
 #define CLI_OPTS_RAW { "raw-file", required_argument, NULL, CLI_OPT_RAWFILE }, \
 	{ "no-raw", no_argument, NULL, CLI_OPT_NORAW }
 /* --sampler ptrace|bpf of the commands that sample (cli_sampler_opt). */

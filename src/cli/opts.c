@@ -78,7 +78,10 @@ static int shared(const struct cli_parser *p, int c)
 	}
 }
 
-/* Take shared option c (value in optarg) into its place: 0, or the usage error printed and EXIT_USAGE. */
+/*
+ * Take shared option c (its value in optarg) into its place: 0, or the
+ * usage error printed and EXIT_USAGE.
+ */
 static int take(const struct cli_parser *p, int c, char **argv)
 {
 	const char *cmd = p->cmd;
