@@ -100,11 +100,6 @@ struct rbp_subject;
  */
 int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
 		struct rbp_subject *s);
-/* Parse a PID argument; 0 on error. */
-int cli_parse_pid(const char *s);
-/* Parse a -r rate (an integer, 1 to 100000 per second); 0 on error. */
-unsigned cli_parse_rate(const char *s);
-
 /*
  * The options that name what a one-shot command reads: -p/--pid, -c/--core,
  * --sysroot (long option value 'S'), --force-version ('F') and --layout ('L').
@@ -117,34 +112,78 @@ struct cli_target_opts {
 	const char *layout;   /* --layout, validated; NULL when not given */
 };
 /*
- * Entries of a getopt_long table for the options cli_other_opt() takes
- * (their values are its cases), and the table's end: --help, then the
- * terminator.
+ * Entries of a getopt_long table for the options cli_getopt() takes (its
+ * cases), and the table's end: --help, then the terminator.
  */
 #define CLI_OPT_PID { "pid", required_argument, NULL, 'p' }
 #define CLI_OPTS_CORE { "core", required_argument, NULL, 'c' }, \
 	{ "sysroot", required_argument, NULL, 'S' }
 #define CLI_OPTS_LAYOUT { "force-version", required_argument, NULL, 'F' }, \
 	{ "layout", required_argument, NULL, 'L' }
+/* All of them: a process or a core file (heap, snapshot). */
+#define CLI_OPTS_TARGET CLI_OPT_PID, CLI_OPTS_CORE, CLI_OPTS_LAYOUT
 #define CLI_OPTS_END { "help", no_argument, NULL, 'h' }, { 0 }
 /* -o FILE and -f FORMAT of the commands that write a profile or trace. */
 #define CLI_OPTS_OUTPUT { "output", required_argument, NULL, 'o' }, \
 	{ "format", required_argument, NULL, 'f' }
-/* -r N and -d SECONDS of the commands that watch a process (cli_rate_opt, cli_duration_opt). */
+/* -r N and -d SECONDS of the commands that watch a process. */
 #define CLI_OPTS_WATCH { "rate", required_argument, NULL, 'r' }, \
 	{ "duration", required_argument, NULL, 'd' }
-/* --raw-file PATH and --no-raw of the commands that keep a raw profile (cli_raw_opt). */
-enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW };
+/* The values of the shared options below that have no short form. */
+enum { CLI_OPT_RAWFILE = 0x1000, CLI_OPT_NORAW, CLI_OPT_SAMPLER, CLI_OPT_IDLE, CLI_OPT_NOIDLE };
+/* --raw-file PATH and --no-raw of the commands that keep a raw profile. */
 #define CLI_OPTS_RAW { "raw-file", required_argument, NULL, CLI_OPT_RAWFILE }, \
 	{ "no-raw", no_argument, NULL, CLI_OPT_NORAW }
+/* --sampler ptrace|bpf of the commands that sample (cli_sampler_opt). */
+#define CLI_OPTS_SAMPLER { "sampler", required_argument, NULL, CLI_OPT_SAMPLER }
+/* --idle and --no-idle of the commands that write a profile (keep threads waiting for work). */
+#define CLI_OPTS_IDLE { "idle", no_argument, NULL, CLI_OPT_IDLE }, \
+	{ "no-idle", no_argument, NULL, CLI_OPT_NOIDLE }
 /*
- * The default case of a command's getopt_long loop: takes option c (value
- * in optarg) when it is one of the target options (o may be NULL for a
- * command without them) and returns 0; else prints the usage error for a
- * bad PID, a missing value (':') or an unknown option and returns
- * EXIT_USAGE.
+ * A command's options as cli_getopt() parses them (opts.c): the command's
+ * name (for the messages), its --help text, getopt_long's short and long
+ * options, and where the options commands share go.  A NULL place leaves
+ * those options to the command, as values of its own.
  */
-int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o);
+struct option;
+struct cli_parser {
+	const char *cmd;               /* "record" */
+	const char *usage;             /* the text of -h/--help */
+	int formats;                   /* --help ends with the list of output formats */
+	const char *shortopts;         /* as getopt_long's, ':' first (after any '+') */
+	const struct option *longopts; /* ends with CLI_OPTS_END */
+	struct cli_target_opts *t;     /* -p/--pid, and --core, --sysroot, --force-version,
+					* --layout where longopts has them */
+	const char *unit;              /* -r's unit in its message ("Hz", "stacks/s") */
+	unsigned *rate;                /* -r N and -d SECONDS: CLI_OPTS_WATCH */
+	double *duration;
+	const char **output, **format; /* -o FILE and -f FORMAT: CLI_OPTS_OUTPUT */
+	const char **raw;              /* CLI_OPTS_RAW: the path, "" for --no-raw */
+	int *bpf;                      /* CLI_OPTS_SAMPLER: 1 for --sampler=bpf */
+	int *idle;                     /* CLI_OPTS_IDLE: 1 for --idle, 0 for --no-idle */
+	int index;                     /* out: longopts' index of the last long option */
+};
+/* What cli_getopt() returns after a usage error. */
+#define CLI_OPT_ERROR (-2)
+/*
+ * The next of the command's own options (its argument in optarg), after
+ * taking those p has a place for (-h/--help prints the help and exits 0);
+ * -1 after the last option (operands from optind on, as getopt_long), or
+ * CLI_OPT_ERROR after a usage error (printed: an invalid value, a missing
+ * value, an unknown option), for which the command returns EXIT_USAGE.
+ */
+int cli_getopt(int argc, char **argv, struct cli_parser *p);
+/* After the option loop: no operands left.  Returns 0 or EXIT_USAGE (message printed). */
+int cli_no_operands(const char *cmd, int argc, char **argv);
+/*
+ * After the option loop of a command that samples (record, top), in this
+ * order: --native only in a build that has it; --sampler=bpf with none of
+ * the options it cannot go with (conflict: the first given, else NULL)
+ * and at most 10000 Hz; --native not with --nonblocking.  Returns 0 or
+ * EXIT_USAGE (message printed).
+ */
+int cli_sampling_check(const char *cmd, int native, int nonblocking, int bpf, unsigned rate,
+		       const char *conflict);
 /*
  * After the option loop: no operands left and exactly one of --pid or
  * --core.  Returns 0 or EXIT_USAGE (message printed).
@@ -152,22 +191,12 @@ int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o
 int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o);
 
 /*
- * What the commands that watch a live process share (watch.c).
+ * What the commands that watch a live process share (opts.c, watch.c).
  *
  * A duration or delay in seconds (over 0, at most 1e7) into *out: 0, or
  * -1 when s is not one (the caller says so).
  */
 int cli_parse_seconds(const char *s, double *out);
-/*
- * The options every watching command takes, into their place: -d SECONDS
- * (*out), -r N (*rate; unit names it in the message: "Hz", "stacks/s").
- * 0, or the usage error printed and EXIT_USAGE.
- */
-int cli_duration_opt(const char *cmd, const char *arg, double *out);
-int cli_rate_opt(const char *cmd, const char *arg, const char *unit, unsigned *rate);
-/* Option c of CLI_OPTS_WATCH ('r' or 'd', value arg) into *rate or *duration: as above. */
-int cli_watch_opt(const char *cmd, int c, const char *arg, const char *unit, unsigned *rate,
-		  double *duration);
 /*
  * After the option loop of a command that watches a live process: no
  * operands left, and --pid given (else the usage error missing).  Returns
@@ -186,8 +215,6 @@ int cli_check_outputs(const char *output, const char *raw);
 const char *cli_stop_words(int stop);
 /* rbpeek's own CPU time (user + system, seconds) and peak RSS (MB): 0, or -1. */
 int cli_own_usage(double *cpu_s, double *max_rss_mb);
-/* A command's help: usage, then one line per output format; on stdout. */
-void cli_print_usage(const char *usage);
 
 /* How cli_spawn() runs the program. */
 enum {
@@ -241,10 +268,6 @@ int cli_pick_name(const char *cmd, const char *given, const char *fits, const ch
  * so that a permission problem with the target is told first.
  */
 int cli_check_output(const char *output);
-/* --raw-file PATH into *raw; a usage error (printed, EXIT_USAGE) for "" or "-". */
-int cli_raw_file_opt(const char *cmd, const char *path, const char **raw);
-/* Option c of CLI_OPTS_RAW: --raw-file PATH (as above), or --no-raw (*raw = ""). */
-int cli_raw_opt(const char *cmd, int c, const char *arg, const char **raw);
 struct rbp_output_opts;
 /*
  * Write a profile in a format to path ("-" for stdout): into a temporary

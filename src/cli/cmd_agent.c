@@ -164,10 +164,12 @@ static const struct option long_opts[] = {
 
 int cmd_agent(int argc, char **argv)
 {
+	struct cli_parser cp = { .cmd = "agent", .usage = agent_usage, .shortopts = ":r:i:l:h",
+		.longopts = long_opts };
 	struct rbp_agent_opts o;
 	struct rbp_agent_stats st;
 	char why[256];
-	int c, idx, want_status = 0, err;
+	int c, want_status = 0, err;
 
 	rbp_agent_opts_init(&o);
 	/* the config file first, whatever its place: the command line overrides it */
@@ -182,12 +184,11 @@ int cmd_agent(int argc, char **argv)
 			       cli_usage_error("agent", "cannot read the config file '%s'", path) :
 			       cli_usage_error("agent", "%s: %s", path, why);
 	}
-	while ((c = getopt_long(argc, argv, ":r:i:l:h", long_opts, &idx)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		const char *key = NULL;
 		switch (c) {
-		case 'h':
-			fputs(agent_usage, stdout);
-			return 0;
+		case CLI_OPT_ERROR:
+			return EXIT_USAGE;
 		case 'c':
 			continue;
 		case 'S':
@@ -201,15 +202,13 @@ int cmd_agent(int argc, char **argv)
 		case 'i': key = "interval"; break;
 		case 'l': key = "label"; break;
 		case 'm': key = "metrics"; break;
-		case 'o': key = long_opts[idx].name; break;
-		default:
-			return cli_other_opt("agent", c, argv, NULL);
+		case 'o': key = long_opts[cp.index].name; break;
 		}
 		if (rbp_agent_opt_set(&o, key, optarg, why, sizeof(why)))
 			return cli_usage_error("agent", "--%s '%s': %s", key, optarg, why);
 	}
-	if (optind < argc)
-		return cli_usage_error("agent", "unexpected argument '%s'", argv[optind]);
+	if (cli_no_operands("agent", argc, argv))
+		return EXIT_USAGE;
 	if (want_status)
 		return status(&o);
 	if (!o.server[0])

@@ -90,35 +90,25 @@ static int parse_opts(int argc, char **argv, struct alloc_opts *o)
 		CLI_OPTS_RAW,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "alloc", .usage = alloc_usage, .formats = 1,
+		.shortopts = "+:p:d:r:t:o:f:h", .longopts = longopts, .t = &o->t,
+		.unit = "stacks/s", .rate = &o->rate, .duration = &o->duration,
+		.output = &o->output, .format = &o->format, .raw = &o->raw };
 	char *end;
 	long v;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:d:r:t:o:f:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'd': case 'r':
-			if (cli_watch_opt("alloc", c, optarg, "stacks/s", &o->rate, &o->duration))
-				return EXIT_USAGE;
-			break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case 't':
 			v = strtol(optarg, &end, 10);
 			if (*end || v < 1 || v > 1000)
 				return cli_usage_error("alloc", "invalid --top '%s' (1 to 1000)", optarg);
 			o->top = (int)v;
 			break;
-		case 'o': o->output = optarg; break;
-		case 'f': o->format = optarg; break;
 		case OPT_SILENT: o->silent = 1; break;
 		case OPT_NO_BPF: o->no_bpf = 1; break;
-		case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
-			if (cli_raw_opt("alloc", c, optarg, &o->raw))
-				return EXIT_USAGE;
-			break;
-		case 'h': cli_print_usage(alloc_usage); exit(0);
-		default:
-			if (cli_other_opt("alloc", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	return cli_pid_check("alloc", argc, argv, &o->t, "give the process to watch: --pid PID");

@@ -47,19 +47,19 @@ struct heap_opts {
 static int parse_opts(int argc, char **argv, struct heap_opts *o)
 {
 	static const struct option longopts[] = {
-		CLI_OPT_PID,
-		CLI_OPTS_CORE,
+		CLI_OPTS_TARGET,
 		{ "top", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
-		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "heap", .usage = heap_usage, .shortopts = ":p:c:n:jh",
+		.longopts = longopts, .t = &o->t };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:c:n:jh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case 'n':
 			o->top = strtol(optarg, &end, 10);
 			if (!*optarg || *end || o->top < 0 || o->top > 1000000)
@@ -67,10 +67,6 @@ static int parse_opts(int argc, char **argv, struct heap_opts *o)
 						       optarg);
 			break;
 		case 'j': o->json = 1; break;
-		case 'h': fputs(heap_usage, stdout); exit(0);
-		default:
-			if (cli_other_opt("heap", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	return cli_target_check("heap", argc, argv, &o->t);
@@ -147,37 +143,43 @@ static void print_json(const struct rbp_heap *h, int pid, const char *version, l
 	printf("]}\n");
 }
 
-int cmd_heap(int argc, char **argv)
+/*
+ * Open the target o names into s (the caller closes it) and count its heap
+ * into h: 0, or the error printed and its exit code.
+ */
+static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rbp_heap *h)
 {
-	struct heap_opts o = { .top = 20 };
 	struct cli_subject subj = { 0 };
-	struct rbp_subject s = { 0 };
-	struct rbp_heap h = { 0 };
 	struct rbp_vm_opts vo = { 0 };
-	int err, rc;
+	int err = cli_open_vm(&o->t, &vo, &subj, s);
 
-	if ((rc = parse_opts(argc, argv, &o)))
-		return rc;
-	err = cli_open_vm(&o.t, &vo, &subj, &s);
-	if (!err && (err = rbp_vm_read_heap(s.vm, &h)) == RBP_ENOSYM) {
+	if (!err && (err = rbp_vm_read_heap(s->vm, h)) == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"
 			"hint: ObjectSpace.count_objects inside the process gives the counts by type\n",
-			o.t.core ? "core of process" : "process", (int)s.t->pid);
-		rc = EXIT_VERSION;
-		goto cleanup;
+			o->t.core ? "core of process" : "process", (int)s->t->pid);
+		return EXIT_VERSION;
 	}
-	if (err) {
-		rc = cli_fail(err, &subj);
-		goto cleanup;
+	return err ? cli_fail(err, &subj) : 0;
+}
+
+int cmd_heap(int argc, char **argv)
+{
+	struct heap_opts o = { .top = 20 };
+	struct rbp_subject s = { 0 };
+	struct rbp_heap h = { 0 };
+	int rc;
+
+	if ((rc = parse_opts(argc, argv, &o)))
+		return rc;
+	if (!(rc = read_heap(&o, &s, &h))) {
+		if (o.json)
+			print_json(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
+		else
+			print_text(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
+		rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 	}
-	if (o.json)
-		print_json(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
-	else
-		print_text(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
-	rc = fflush(stdout) ? EXIT_INTERNAL : 0;
-cleanup:
 	rbp_heap_free(&h);
 	rbp_subject_close(&s);
 	return rc;

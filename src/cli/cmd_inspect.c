@@ -54,24 +54,19 @@ int cmd_inspect(int argc, char **argv)
 		CLI_OPTS_END
 	};
 	struct cli_target_opts o = { 0 };
+	struct cli_parser cp = { .cmd = "inspect", .usage = inspect_usage, .shortopts = ":p:c:h",
+		.longopts = longopts, .t = &o };
 	struct cli_subject subj = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct rbp_subject sub = { 0 };
 	struct rbp_stacks s = { 0 };
 	int c, err, fields = 0;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:c:h", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			fputs(inspect_usage, stdout);
-			return 0;
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
+		switch (c) {
+		case CLI_OPT_ERROR: return EXIT_USAGE;
+		case 'f': fields = 1; break;
 		}
-		if (c == 'f') {
-			fields = 1;
-			continue;
-		}
-		if (cli_other_opt("inspect", c, argv, &o))
-			return EXIT_USAGE;
 	}
 	if (cli_target_check("inspect", argc, argv, &o))
 		return EXIT_USAGE;

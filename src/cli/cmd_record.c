@@ -108,8 +108,7 @@ struct record_opts {
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT,
-	       OPT_IDLE, OPT_NOIDLE, OPT_SAMPLER, OPT_MAXHOLD };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_MAXHOLD };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -128,23 +127,20 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
 		CLI_OPTS_RAW,
-		{ "idle", no_argument, NULL, OPT_IDLE },
-		{ "no-idle", no_argument, NULL, OPT_NOIDLE },
-		{ "sampler", required_argument, NULL, OPT_SAMPLER },
+		CLI_OPTS_IDLE,
+		CLI_OPTS_SAMPLER,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "record", .usage = record_usage, .formats = 1,
+		.shortopts = "+:p:r:d:o:f:h", .longopts = longopts, .t = &o->t, .unit = "Hz",
+		.rate = &o->rate, .duration = &o->duration, .output = &o->output,
+		.format = &o->format, .raw = &o->raw, .bpf = &o->bpf, .idle = &o->idle };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:r:d:o:f:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'r': case 'd':
-			if (cli_watch_opt("record", c, optarg, "Hz", &o->rate, &o->duration))
-				return EXIT_USAGE;
-			break;
-		case 'o': o->output = optarg; break;
-		case 'f': o->format = optarg; break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case OPT_ONCPU: o->so.on_cpu = 1; break;
 		case OPT_GVL: o->so.gvl_only = 1; break;
 		case OPT_THREADS: o->so.threads_as_roots = 1; break;
@@ -165,37 +161,15 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->so.max_hold_ns = us ? us * 1000ull : UINT64_MAX;
 			break;
 		}
-		case CLI_OPT_RAWFILE: case CLI_OPT_NORAW:
-			if (cli_raw_opt("record", c, optarg, &o->raw))
-				return EXIT_USAGE;
-			break;
-		case OPT_IDLE: o->idle = 1; break;
-		case OPT_NOIDLE: o->idle = 0; break;
-		case OPT_SAMPLER:
-			if (cli_sampler_opt("record", optarg, &o->bpf))
-				return EXIT_USAGE;
-			break;
-		case 'h': cli_print_usage(record_usage); exit(0);
-		default:
-			if (cli_other_opt("record", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	if (optind < argc)
 		o->cmd = argv + optind;
 	if (!o->t.pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
-	if (o->native && !rbp_subject_native_available())
-		return cli_no_native();
-	if (o->bpf && (o->native || o->subprocesses || o->so.gvl_only))
-		return cli_usage_error("record", "--sampler=bpf cannot be used with %s",
-				       o->native ? "--native" : o->subprocesses ? "--subprocesses" : "--gvl");
-	if (o->bpf && o->rate > 10000)
-		return cli_usage_error("record", "--sampler=bpf samples at most 10000 Hz");
-	if (o->native && o->so.nonblocking)
-		return cli_usage_error("record", "--native cannot be used with --nonblocking "
-				       "(native stacks are read while the process is paused)");
-	return 0;
+	return cli_sampling_check("record", o->native, o->so.nonblocking, o->bpf, o->rate,
+				  o->native ? "--native" : o->subprocesses ? "--subprocesses" :
+				  o->so.gvl_only ? "--gvl" : NULL);
 }
 
 /* ---- live status ------------------------------------------------------ */

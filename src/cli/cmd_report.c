@@ -29,13 +29,6 @@ static const char report_usage[] =
 	"\n"
 	"formats:\n";
 
-static void print_usage(void)
-{
-	fputs(report_usage, stdout);
-	for (const struct rbp_format *f = rbp_formats; f->name; f++)
-		printf("  %-16s %s\n", f->name, f->desc);
-}
-
 /* "rbpeek-12-2026.raw.gz" -> "rbpeek-12-2026.svg" in the current directory. */
 static void default_output(char *buf, size_t n, const char *input, const char *ext)
 {
@@ -58,32 +51,26 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
 		CLI_OPTS_OUTPUT,
-		{ "idle", no_argument, NULL, 'I' },
-		{ "no-idle", no_argument, NULL, 'N' },
+		CLI_OPTS_IDLE,
 		CLI_OPTS_END
 	};
 	const char *input = NULL, *format = NULL, *output = NULL;
+	int c, err, rc, keep_idle = 0;
+	struct cli_parser cp = { .cmd = "report", .usage = report_usage, .formats = 1,
+		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format,
+		.idle = &keep_idle };
 	const struct rbp_format *fmt;
 	struct rbp_profile p;
 	char outbuf[4096], title[512];
-	int c, err, rc, keep_idle = 0;
 	size_t idle;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":i:f:o:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'i': input = optarg; break;
-		case 'f': format = optarg; break;
-		case 'o': output = optarg; break;
-		case 'I': keep_idle = 1; break;
-		case 'N': keep_idle = 0; break;
-		case 'h': print_usage(); exit(0);
-		default:
-			return cli_other_opt("report", c, argv, NULL);
-		}
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
+		if (c == CLI_OPT_ERROR)
+			return EXIT_USAGE;
+		input = optarg;   /* -i FILE, report's only option of its own */
 	}
-	if (optind < argc)
-		return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
+	if (cli_no_operands("report", argc, argv))
+		return EXIT_USAGE;
 	if (!input)
 		return cli_usage_error("report", "give the raw file with -i FILE");
 	if ((rc = cli_pick_format("report", format, output, &fmt)))

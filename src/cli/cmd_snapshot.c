@@ -75,30 +75,26 @@ static const char *state_name(char st)
 static int parse_opts(int argc, char **argv, struct snapshot_opts *o)
 {
 	static const struct option longopts[] = {
-		CLI_OPT_PID,
-		CLI_OPTS_CORE,
+		CLI_OPTS_TARGET,
 		{ "json", no_argument, NULL, 'j' },
 		{ "nonblocking", no_argument, NULL, 'n' },
 		{ "native", no_argument, NULL, 'N' },
-		CLI_OPTS_LAYOUT,
 		{ "no-gc", no_argument, NULL, 'G' },
 		{ "subprocesses", no_argument, NULL, 'P' },
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "snapshot", .usage = snapshot_usage,
+		.shortopts = ":p:c:jnh", .longopts = longopts, .t = &o->t };
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:c:jnh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case 'j': o->json = 1; break;
 		case 'n': o->nonblocking = 1; break;
 		case 'N': o->native = 1; break;
 		case 'G': o->no_gc = 1; break;
 		case 'P': o->subprocesses = 1; break;
-		case 'h': fputs(snapshot_usage, stdout); exit(0);
-		default:
-			if (cli_other_opt("snapshot", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	if (cli_target_check("snapshot", argc, argv, &o->t))

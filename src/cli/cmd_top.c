@@ -68,7 +68,7 @@ static const char top_usage[] =
 
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
-	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_NATIVE, OPT_SAMPLER };
+	enum { OPT_DELAY = 256, OPT_SUBPROC, OPT_NONBLOCK, OPT_NATIVE };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -77,20 +77,19 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
 		{ "native", no_argument, NULL, OPT_NATIVE },
-		{ "sampler", required_argument, NULL, OPT_SAMPLER },
+		CLI_OPTS_SAMPLER,
 		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
+	struct cli_parser cp = { .cmd = "top", .usage = top_usage, .shortopts = "+:p:r:d:n:h",
+		.longopts = longopts, .t = &o->t, .unit = "Hz", .rate = &o->rate,
+		.duration = &o->duration, .bpf = &o->bpf };
 	char *end;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:r:d:n:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'r': case 'd':
-			if (cli_watch_opt("top", c, optarg, "Hz", &o->rate, &o->duration))
-				return EXIT_USAGE;
-			break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case OPT_DELAY:
 			if (cli_parse_seconds(optarg, &o->delay) || o->delay < 0.1)
 				return cli_usage_error("top", "invalid delay '%s' (at least 0.1 s)", optarg);
@@ -103,29 +102,12 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		case OPT_SUBPROC: o->subprocesses = 1; break;
 		case OPT_NONBLOCK: o->nonblocking = 1; break;
 		case OPT_NATIVE: o->native = 1; break;
-		case OPT_SAMPLER:
-			if (cli_sampler_opt("top", optarg, &o->bpf))
-				return EXIT_USAGE;
-			break;
-		case 'h': fputs(top_usage, stdout); exit(0);
-		default:
-			if (cli_other_opt("top", c, argv, &o->t))
-				return EXIT_USAGE;
 		}
 	}
 	if (cli_pid_check("top", argc, argv, &o->t, "give --pid PID"))
 		return EXIT_USAGE;
-	if (o->native && !rbp_subject_native_available())
-		return cli_no_native();
-	if (o->bpf && (o->native || o->subprocesses))
-		return cli_usage_error("top", "--sampler=bpf cannot be used with %s",
-				       o->native ? "--native" : "--subprocesses");
-	if (o->bpf && o->rate > 10000)
-		return cli_usage_error("top", "--sampler=bpf samples at most 10000 Hz");
-	if (o->native && o->nonblocking)
-		return cli_usage_error("top", "--native cannot be used with --nonblocking "
-				       "(native stacks are read while the process is paused)");
-	return 0;
+	return cli_sampling_check("top", o->native, o->nonblocking, o->bpf, o->rate,
+				  o->native ? "--native" : o->subprocesses ? "--subprocesses" : NULL);
 }
 
 /* ---- keys and the sampler's callbacks ---------------------------------- */

@@ -205,20 +205,17 @@ int cmd_trace(int argc, char **argv)
 		CLI_OPTS_END
 	};
 	const char *out = NULL, *fmt = NULL, *size = NULL, *fits = NULL;
+	struct cli_parser cp = { .cmd = "trace", .usage = trace_usage, .shortopts = "+:o:f:h",
+		.longopts = longopts, .output = &out, .format = &fmt };
 	char path[PATH_MAX];
 	int c, no_c = 0, no_drop_root = 0;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:f:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		switch (c) {
-		case 'o': out = optarg; break;
-		case 'f': fmt = optarg; break;
+		case CLI_OPT_ERROR: return EXIT_USAGE;
 		case 'b': size = optarg; break;
 		case 'C': no_c = 1; break;
 		case 'R': no_drop_root = 1; break;
-		case 'h': fputs(trace_usage, stdout); return 0;
-		default:
-			return cli_other_opt("trace", c, argv, NULL);
 		}
 	}
 	if (fmt && strcmp(fmt, "perfetto") && strcmp(fmt, "json"))

@@ -1,7 +1,6 @@
 /*
  * errors.c - core error codes turned into words, advice and exit codes.
  */
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,50 +220,4 @@ void cli_layout_warning(const struct rbp_vm *vm)
 			"and labels check out); if a structure changed, names or lines may be "
 			"wrong: an rbpeek that knows Ruby %s, or a Ruby with debug info, removes "
 			"the guess\n", in->version, in->layout_version, in->version);
-}
-
-int cli_parse_pid(const char *s)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (!*s || *end || v <= 0 || v > 0x3fffffff)
-		return 0;
-	return (int)v;
-}
-
-unsigned cli_parse_rate(const char *s)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	return !*s || *end || v < 1 || v > 100000 ? 0 : (unsigned)v;
-}
-
-int cli_other_opt(const char *cmd, int c, char **argv, struct cli_target_opts *o)
-{
-	switch (o ? c : 0) {
-	case 'p':
-		if (!(o->pid = cli_parse_pid(optarg)))
-			return cli_usage_error(cmd, "invalid PID '%s'", optarg);
-		return 0;
-	case 'c': o->core = optarg; return 0;
-	case 'S': o->sysroot = optarg; return 0;
-	case 'F': o->force_version = optarg; return 0;
-	case 'L': return cli_layout_opt(cmd, optarg, &o->layout);
-	}
-	if (c == ':')
-		return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-	return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
-}
-
-int cli_target_check(const char *cmd, int argc, char **argv, const struct cli_target_opts *o)
-{
-	if (optind < argc)
-		return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-	if (!o->pid == !o->core)
-		return cli_usage_error(cmd, "give exactly one of --pid PID or --core FILE");
-	if (o->sysroot && !o->core)
-		return cli_usage_error(cmd, "--sysroot goes with --core");
-	return 0;
 }

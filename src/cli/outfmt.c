@@ -99,20 +99,3 @@ char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle,
 		snprintf(buf + len, n - (size_t)len, " (+%zu idle hidden: --idle)", idle);
 	return buf;
 }
-
-int cli_raw_file_opt(const char *cmd, const char *path, const char **raw)
-{
-	if (!*path || !strcmp(path, "-"))
-		return cli_usage_error(cmd, "--raw-file wants a file name");
-	*raw = path;
-	return 0;
-}
-
-int cli_raw_opt(const char *cmd, int c, const char *arg, const char **raw)
-{
-	if (c == CLI_OPT_NORAW) {
-		*raw = "";
-		return 0;
-	}
-	return cli_raw_file_opt(cmd, arg, raw);
-}
