@@ -130,7 +130,9 @@ check_with("rubocop", "servers/rubocop", "rubocop not installed (Debian package 
   total = R.total(stacks)
   cops = stacks.sum { |frames, c| frames.any? { |f| f.label.start_with?("RuboCop::Cop::") } ? c : 0 }
   own = stacks.sum { |frames, c| frames.any? { |f| f.label.start_with?("RuboCop::") } ? c : 0 }
-  probs << "only #{own} of #{total} samples under RuboCop:: methods" unless own * 2 > total
+  # the rest is start-up (require, outside any RuboCop:: method), whose
+  # share grows on a loaded machine: 62 % quiet, 45 % once under make asan
+  probs << "only #{own} of #{total} samples under RuboCop:: methods, expected a third at least" unless own * 3 > total
   probs << "no samples in RuboCop::Cop:: methods" unless cops.positive?
   runner = stacks.any? { |frames, _| frames.any? { |f| f.label =~ /\ARuboCop::Runner#/ && f.path.to_s.include?("rubocop") } }
   probs << "RuboCop::Runner methods missing or without their file" unless runner
