@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "cli/child.h"
@@ -60,6 +61,21 @@ int cli_child_not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
 		fprintf(stderr, "hint: run Ruby itself (rbpeek record -- ruby app.rb), or add "
 			"--subprocesses to record the Ruby processes it starts\n");
 	return EXIT_NOTRUBY;
+}
+
+/* Gone before its first sample: say how it ended (a failing program's status is news). */
+int cli_child_gone_early(char **cmd)
+{
+	cli_child_exited(NULL);
+	if (child_status >= 0 && WIFSIGNALED(child_status))
+		fprintf(stderr, "rbpeek: error: '%s' was ended by signal %d (%s) before its first sample\n",
+			cmd[0], WTERMSIG(child_status), strsignal(WTERMSIG(child_status)));
+	else if (child_status >= 0)
+		fprintf(stderr, "rbpeek: error: '%s' exited with status %d before its first sample\n",
+			cmd[0], WEXITSTATUS(child_status));
+	else
+		fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", cmd[0]);
+	return EXIT_NOSAMPLES;
 }
 
 pid_t cli_child_spawn(char **cmd, unsigned flags)

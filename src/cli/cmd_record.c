@@ -363,10 +363,8 @@ int cmd_record(int argc, char **argv)
 		subj.version = vo.found_version;
 		subj.forced = o.t.force_version;
 		subj.vo = &vo;
-		if (err == RBP_ENOPROC && o.cmd) {
-			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
-			return EXIT_NOSAMPLES;
-		}
+		if (err == RBP_ENOPROC && o.cmd)
+			return cli_child_gone_early(o.cmd);
 		rc = err == RBP_ENOTRUBY && o.cmd ? cli_child_not_ruby(o.cmd, subj.pid, &vo) :
 		     cli_fail(err, &subj);
 		if (o.cmd)   /* the program was started to be recorded: it ends with us */

@@ -116,7 +116,8 @@ test("field/not-ruby") do
   probs.empty? ? ok("field/not-ruby") : fail("field/not-ruby", probs.join("; "))
 end
 
-# record -- CMD exits as CMD did, once the profile is written.
+# record -- CMD exits as CMD did, once the profile is written; a CMD gone
+# before the first sample is said with its status.
 test("field/exit-status") do
   probs = []
   { 0 => 0, 3 => 3, 1 => 1 }.each do |code, want|
@@ -128,7 +129,14 @@ test("field/exit-status") do
   out = R.tmp("sig.folded")
   r = record_cmd("-o", out, prog: "#{WORK}; Process.kill(:KILL, $$)")
   probs << "program killed by SIGKILL: rbpeek #{r.describe}, expected 137" unless r.status == 137 && File.exist?(out)
-  probs.empty? ? ok("field/exit-status", "0, 3, 1, 137") : fail("field/exit-status", probs.join("; "))
+  # gone before the first sample: no profile, so rbpeek's exit 9 wins, and
+  # the message says how the program ended (exit 5 only when a stalled
+  # machine kept sh from exiting for the half second rbpeek waits for Ruby)
+  { "exit 3" => "exited with status 3", "kill -KILL $$" => "was ended by signal 9" }.each do |body, said|
+    r = R.rec("record", "--silent", "-o", R.tmp("early.folded"), "--", "sh", "-c", body, timeout: 30)
+    probs << "record -- sh -c '#{body}': #{r.describe}, expected exit 9 saying it #{said}" unless r.status == 5 || (r.status == 9 && R.stderr_of(r) =~ /'sh' #{said}\b.*before its first sample/)
+  end
+  probs.empty? ? ok("field/exit-status", "0, 3, 1, 137; 9 naming 3 and signal 9") : fail("field/exit-status", probs.join("; "))
 end
 
 # Messages: hints all start with "hint:", a non-Ruby --pid gets one, and
