@@ -12,7 +12,7 @@ require_relative "lib/record"
 include E2E
 R = Record
 
-names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first field/raw-file field/raw-cache-bounded]
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first field/raw-file field/raw-cache-bounded field/raw-cache-bytes]
 exit 0 if skip_unless_tracing(names)
 
 # A short Ruby program that works for ~0.4 s, recorded from its start.
@@ -234,6 +234,31 @@ test("field/raw-cache-bounded") do
   probs << "#{kept_old.size} of the 25 old raw files kept, expected the newest 19" unless kept_old == olds.last(19)
   probs << "#{ours.size - 1} our raw files besides decoys, expected 20" unless ours.size - 1 == 20 # the fake-content decoy has our name
   probs.empty? ? ok("field/raw-cache-bounded", "20 kept, 6 oldest removed, 4 decoys untouched") : fail("field/raw-cache-bounded", probs.join("; "))
+end
+
+# ... and 512 MB at most: of four old 200 MB raw files (sparse: a raw
+# profile followed by a hole) the two newest stay next to the new one.
+test("field/raw-cache-bytes") do
+  cache = R.tmp("cache-bytes", mkdir: true)
+  dir = File.join(cache, "rbpeek")
+  FileUtils.mkdir_p(dir)
+  seed = R.tmp("seed-bytes.raw.gz")
+  r = record_cmd("-o", seed)
+  next fail("field/raw-cache-bytes", "seed: #{r.describe}") unless r.status&.zero?
+
+  olds = (1..4).map do |i|
+    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 2000 + i, i))
+    FileUtils.cp(seed, f)
+    File.truncate(f, 200 << 20)
+    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
+    f
+  end
+  r = record_cmd("-o", R.tmp("new-bytes.svg"), env: { "XDG_CACHE_HOME" => cache })
+  kept = olds.select { |f| File.exist?(f) }
+  if !r.status&.zero? then fail("field/raw-cache-bytes", "record: #{r.describe}")
+  elsif kept != olds.last(2) then fail("field/raw-cache-bytes", "kept #{kept.map { |f| File.basename(f) }}, expected the newest two of four 200 MB files")
+  else ok("field/raw-cache-bytes", "2 of 4 200 MB files kept")
+  end
 end
 
 finish
