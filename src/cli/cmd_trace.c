@@ -39,7 +39,8 @@ static const char trace_usage[] =
 	"\n"
 	"options:\n"
 	"  -o, --output FILE     where the trace goes (required)\n"
-	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto)\n"
+	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto;\n"
+	"                        a profile's name, FILE.svg, FILE.pb.gz, ..., is refused)\n"
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
@@ -223,8 +224,9 @@ int cmd_trace(int argc, char **argv)
 	}
 	if (fmt && strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
 		return cli_usage_error("trace", "unknown format '%s' (perfetto or json)", fmt);
-	if (out && (ends_with(out, ".pftrace") || ends_with(out, ".perfetto") ||
-		    ends_with(out, ".perfetto-trace")))
+	if (out && (c = cli_check_trace_name(out)))
+		return c;
+	if (out && cli_perfetto_name(out))
 		fits = "perfetto";
 	else if (out && ends_with(out, ".json"))
 		fits = "json";

@@ -64,7 +64,10 @@ test("field/format-refused") do
     [%w[-o p.txt], /collapsed.*summary/],
     [%w[-f flamegraph -o p.pb.gz], /pprof/],
     [%w[-f pprof -o p.svg], /flamegraph/],
-    [%w[-f collapsed -o p.speedscope.json], /speedscope/]
+    [%w[-f collapsed -o p.speedscope.json], /speedscope/],
+    # a trace's name is no profile's, with -f or without
+    [%w[-o p.pftrace], /a trace's .*rbpeek trace.*prof\.svg/],
+    [%w[-f pprof -o p.perfetto], /a trace's .*prof\.pb\.gz/]
   ]
   cases.each do |opts, choices|
     dir = R.tmp("refused", mkdir: true)
@@ -89,9 +92,17 @@ test("field/trace-format-from-name") do
   r1 = R.rec("trace", "-o", json, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
   pf = R.tmp("t.pftrace")
   r2 = R.rec("trace", "-f", "json", "-o", pf, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
+  # a profile's name is no trace's: refused before the program runs
+  profiles = { "t.svg" => "flamegraph", "t.pb.gz" => "pprof", "t.speedscope.json" => "speedscope", "t.folded" => "collapsed" }
+  bad = profiles.filter_map do |name, fmt|
+    f = R.tmp(name)
+    r = R.rec("trace", "-o", f, "--", RbConfig.ruby, "-e", "print :ran", env: env, timeout: 30)
+    "trace -o #{name}: #{r.describe}" unless r.status == 2 && R.stderr_of(r) =~ /a profile's \(#{fmt}.*FILE\.pftrace/ && !File.exist?(f) && r.stdout.empty?
+  end
   if !(r1.status&.zero? && File.binread(json, 1) == "{") then fail("field/trace-format-from-name", "trace -o t.json: #{r1.describe}, starts #{File.exist?(json) && File.binread(json, 8).inspect}")
   elsif r2.status != 2 || File.exist?(pf) then fail("field/trace-format-from-name", "trace -f json -o t.pftrace: #{r2.describe}")
-  else ok("field/trace-format-from-name")
+  elsif !bad.empty? then fail("field/trace-format-from-name", bad.join("; "))
+  else ok("field/trace-format-from-name", "t.json, t.pftrace; #{profiles.size} profile names refused")
   end
 end
 
