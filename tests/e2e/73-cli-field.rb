@@ -207,23 +207,33 @@ test("field/raw-file") do
   end
 end
 
+# A cache directory (XDG_CACHE_HOME) whose rbpeek/ holds n raw files as
+# rbpeek names them, copies of a fresh recording, oldest first (a second
+# apart, in 2020), each grown by a hole to size bytes when given:
+# [cache, rbpeek/, the files, the recording].  Raises when recording fails.
+def old_raw_cache(name, n, size: nil)
+  cache = R.tmp("cache-#{name}", mkdir: true)
+  dir = File.join(cache, "rbpeek")
+  FileUtils.mkdir_p(dir)
+  seed = R.tmp("seed-#{name}.raw.gz")
+  r = record_cmd("-o", seed)
+  raise "seed: #{r.describe}" unless r.status&.zero?
+
+  olds = (1..n).map do |i|
+    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 1000 + i, i))
+    FileUtils.cp(seed, f)
+    File.truncate(f, size) if size
+    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
+    f
+  end
+  [cache, dir, olds, seed]
+end
+
 # The cache keeps the newest 20 raw files, removing the oldest first, and
 # never a file rbpeek did not write there (other names, other content,
 # symlinks).
 test("field/raw-cache-bounded") do
-  cache = R.tmp("cache-bounded", mkdir: true)
-  dir = File.join(cache, "rbpeek")
-  FileUtils.mkdir_p(dir)
-  seed = R.tmp("seed.raw.gz")
-  r = record_cmd("-o", seed)
-  next fail("field/raw-cache-bounded", "seed: #{r.describe}") unless r.status&.zero?
-
-  olds = (1..25).map do |i|
-    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 1000 + i, i))
-    FileUtils.cp(seed, f)
-    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
-    f
-  end
+  cache, dir, olds, seed = old_raw_cache("bounded", 25)
   decoys = {
     "rbpeek-1-20200101-000000.raw.gz" => ->(f) { File.write(f, "not a raw profile") },
     "notes.txt" => ->(f) { File.write(f, "mine") },
@@ -250,20 +260,7 @@ end
 # ... and 512 MB at most: of four old 200 MB raw files (sparse: a raw
 # profile followed by a hole) the two newest stay next to the new one.
 test("field/raw-cache-bytes") do
-  cache = R.tmp("cache-bytes", mkdir: true)
-  dir = File.join(cache, "rbpeek")
-  FileUtils.mkdir_p(dir)
-  seed = R.tmp("seed-bytes.raw.gz")
-  r = record_cmd("-o", seed)
-  next fail("field/raw-cache-bytes", "seed: #{r.describe}") unless r.status&.zero?
-
-  olds = (1..4).map do |i|
-    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 2000 + i, i))
-    FileUtils.cp(seed, f)
-    File.truncate(f, 200 << 20)
-    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
-    f
-  end
+  cache, _, olds, = old_raw_cache("bytes", 4, size: 200 << 20)
   r = record_cmd("-o", R.tmp("new-bytes.svg"), env: { "XDG_CACHE_HOME" => cache })
   kept = olds.select { |f| File.exist?(f) }
   if !r.status&.zero? then fail("field/raw-cache-bytes", "record: #{r.describe}")
