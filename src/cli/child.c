@@ -85,7 +85,13 @@ pid_t cli_child_spawn(char **cmd, unsigned flags)
 
 void cli_child_kill(void)
 {
+	int kids[256];
+	/* listed first: once the program is gone they are no longer its descendants */
+	size_t n = rbp_descendants(child_pid, kids, sizeof(kids) / sizeof(kids[0]));
+
 	kill(child_pid, SIGTERM);
+	for (size_t i = 0; i < n; i++)   /* sh -c 'ruby app.rb': the Ruby would run on, orphaned */
+		kill(kids[i], SIGTERM);
 	waitpid(child_pid, NULL, 0);
 }
 

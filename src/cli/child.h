@@ -33,7 +33,7 @@ int cli_child_not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo);
  * profile was written).
  */
 int cli_child_gone_early(char **cmd);
-/* End the program at once (SIGTERM) and reap it: attaching failed. */
+/* End the program and what it started at once (SIGTERM) and reap it: attaching failed. */
 void cli_child_kill(void);
 /*
  * The recording is over: unless it has exited, or duration_reached (it

@@ -83,8 +83,9 @@ static const char record_usage[] =
 	"With -- COMMAND, once the profile is written rbpeek exits with the program's exit\n"
 	"status (128+N when signal N ended it; 0 when it still runs after --duration);\n"
 	"rbpeek's own exit codes (2-11) win when the profile could not be written.\n"
-	"A COMMAND that runs no Ruby within half a second of its last exec is ended\n"
-	"with exit 5 (with --subprocesses, the Ruby processes it starts are recorded).\n"
+	"A COMMAND that runs no Ruby within half a second of its last exec is ended, with\n"
+	"what it started, and rbpeek exits 5 (with --subprocesses, the Ruby processes it\n"
+	"starts are recorded).\n"
 	"\n"
 	"formats:\n";
 

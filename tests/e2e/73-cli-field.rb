@@ -106,8 +106,16 @@ test("field/trace-format-from-name") do
   end
 end
 
+# Whether process pid runs (a zombie does not).
+def alive?(pid)
+  File.read("/proc/#{pid}/stat")[/\) (\S)/, 1] != "Z"
+rescue SystemCallError
+  false
+end
+
 # A command that is not Ruby is said at once (exit 5), not after it ends;
-# when it has a Ruby child, the hint names --subprocesses.  rbpeek ends it.
+# when it has a Ruby child, the hint names --subprocesses.  rbpeek ends it,
+# and what it started: no Ruby runs on, orphaned, after rbpeek's error.
 test("field/not-ruby") do
   probs = []
   dir = R.tmp("notruby", mkdir: true)
@@ -120,8 +128,13 @@ test("field/not-ruby") do
   err = R.stderr_of(r)
   child = err[/process (\d+), [^)]*ruby/, 1]
   probs << "record -- sh -c 'ruby ...': #{r.describe}, expected exit 5 naming the Ruby child and --subprocesses" unless r.status == 5 && child && err.include?("--subprocesses")
-  if child && File.exist?("/proc/#{child}")
-    kill_pid(child.to_i, "KILL") # the shell ended, its Ruby child is the user's
+  if child
+    t0 = Time.now
+    sleep 0.1 while alive?(child) && Time.now - t0 < 20
+    if alive?(child)
+      probs << "the Ruby child #{child} still runs after rbpeek's error"
+      kill_pid(child.to_i, "KILL")
+    end
   end
   probs << "files written: #{Dir.children(dir)}" unless Dir.children(dir).empty?
   probs.empty? ? ok("field/not-ruby") : fail("field/not-ruby", probs.join("; "))
