@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,7 +194,7 @@ static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 
-	return n > k && !strcmp(s + n - k, suffix);
+	return n > k && !strcasecmp(s + n - k, suffix);
 }
 
 int cmd_trace(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "output/output.h"
@@ -67,7 +68,7 @@ int cli_perfetto_name(const char *output)
 
 	for (size_t i = 0; i < sizeof(endings) / sizeof(endings[0]); i++) {
 		size_t k = strlen(endings[i]);
-		if (n > k && !strcmp(output + n - k, endings[i]) && output[n - k - 1] != '/')
+		if (n > k && !strcasecmp(output + n - k, endings[i]) && output[n - k - 1] != '/')
 			return 1;
 	}
 	return 0;

@@ -34,7 +34,10 @@ test("field/format-from-name") do
     "callgrind.out.123" => ->(b) { b.start_with?("# callgrind format") || b.include?("events:") },
     "p.callgrind" => ->(b) { b.include?("events:") },
     "p.folded" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") },
-    "p.collapsed" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") }
+    "p.collapsed" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") },
+    # endings in capitals stand for the same
+    "P.PB.GZ" => ->(b) { b.start_with?("\x1f\x8b".b) && !Zlib.gunzip(b).include?("rbpeek raw") },
+    "P.FOLDED" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") }
   }
   raw = R.tmp("p.raw.gz")
   r = record_cmd("-o", raw)
@@ -62,6 +65,7 @@ test("field/format-refused") do
   cases = [
     [%w[-o p.json], /speedscope.*chrome/],
     [%w[-o p.txt], /collapsed.*summary/],
+    [%w[-o p.gz], /pprof.*raw/],
     [%w[-f flamegraph -o p.pb.gz], /pprof/],
     [%w[-f pprof -o p.svg], /flamegraph/],
     [%w[-f collapsed -o p.speedscope.json], /speedscope/],
