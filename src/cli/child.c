@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "cli/child.h"
@@ -62,6 +63,21 @@ int cli_child_not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo)
 	return EXIT_NOTRUBY;
 }
 
+/* Gone before its first sample: say how it ended (a failing program's status is news). */
+int cli_child_gone_early(char **cmd)
+{
+	cli_child_exited(NULL);
+	if (child_status >= 0 && WIFSIGNALED(child_status))
+		fprintf(stderr, "rbpeek: error: '%s' was ended by signal %d (%s) before its first sample\n",
+			cmd[0], WTERMSIG(child_status), strsignal(WTERMSIG(child_status)));
+	else if (child_status >= 0)
+		fprintf(stderr, "rbpeek: error: '%s' exited with status %d before its first sample\n",
+			cmd[0], WEXITSTATUS(child_status));
+	else
+		fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", cmd[0]);
+	return EXIT_NOSAMPLES;
+}
+
 pid_t cli_child_spawn(char **cmd, unsigned flags)
 {
 	return child_pid = cli_spawn(cmd, flags);
@@ -69,7 +85,13 @@ pid_t cli_child_spawn(char **cmd, unsigned flags)
 
 void cli_child_kill(void)
 {
+	int kids[256];
+	/* listed first: once the program is gone they are no longer its descendants */
+	size_t n = rbp_descendants(child_pid, kids, sizeof(kids) / sizeof(kids[0]));
+
 	kill(child_pid, SIGTERM);
+	for (size_t i = 0; i < n; i++)   /* sh -c 'ruby app.rb': the Ruby would run on, orphaned */
+		kill(kids[i], SIGTERM);
 	waitpid(child_pid, NULL, 0);
 }
 

@@ -27,7 +27,13 @@ int cli_child_exited(void *ctx);
 int cli_child_attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_subject *s);
 /* The program we started is not Ruby: says so, and where Ruby is; EXIT_NOTRUBY. */
 int cli_child_not_ruby(char **cmd, int pid, struct rbp_vm_opts *vo);
-/* End the program at once (SIGTERM) and reap it: attaching failed. */
+/*
+ * The program exited before its first sample: says so, with its exit status
+ * or signal when it has been reaped; EXIT_NOSAMPLES (rbpeek's code wins: no
+ * profile was written).
+ */
+int cli_child_gone_early(char **cmd);
+/* End the program and what it started at once (SIGTERM) and reap it: attaching failed. */
 void cli_child_kill(void);
 /*
  * The recording is over: unless it has exited, or duration_reached (it

@@ -250,10 +250,19 @@ struct rbp_format;
  * The output format (outfmt.c): given (-f NAME, or NULL), else what the
  * ending of output (-o FILE, or NULL) stands for, else flamegraph.  Prints
  * the usage error and returns EXIT_USAGE when the name is unknown, when -f
- * and the ending disagree, or when the ending fits several formats.
+ * and the ending disagree, when the ending fits several formats, or when
+ * it is a trace's (cli_perfetto_name).
  */
 int cli_pick_format(const char *cmd, const char *given, const char *output,
 		    const struct rbp_format **fmt);
+/* Whether output's name ends as a Perfetto trace's does (.pftrace, .perfetto, .perfetto-trace). */
+int cli_perfetto_name(const char *output);
+/*
+ * trace -o output: a name that stands for a profile format (prof.svg,
+ * prof.pb.gz, prof.speedscope.json, ...) is a usage error (printed;
+ * EXIT_USAGE), else 0.
+ */
+int cli_check_trace_name(const char *output);
 /*
  * The same choice among names: fits is the space-separated list of names
  * the file's ending stands for (NULL: any).  *name is given, else the one

@@ -83,8 +83,9 @@ static const char record_usage[] =
 	"With -- COMMAND, once the profile is written rbpeek exits with the program's exit\n"
 	"status (128+N when signal N ended it; 0 when it still runs after --duration);\n"
 	"rbpeek's own exit codes (2-11) win when the profile could not be written.\n"
-	"A COMMAND that runs no Ruby within half a second of its last exec is ended\n"
-	"with exit 5 (with --subprocesses, the Ruby processes it starts are recorded).\n"
+	"A COMMAND that runs no Ruby within half a second of its last exec is ended, with\n"
+	"what it started, and rbpeek exits 5 (with --subprocesses, the Ruby processes it\n"
+	"starts are recorded).\n"
 	"\n"
 	"formats:\n";
 
@@ -337,10 +338,8 @@ int cmd_record(int argc, char **argv)
 		subj.version = vo.found_version;
 		subj.forced = o.t.force_version;
 		subj.vo = &vo;
-		if (err == RBP_ENOPROC && o.cmd) {
-			fprintf(stderr, "rbpeek: error: '%s' exited before its first sample\n", o.cmd[0]);
-			return EXIT_NOSAMPLES;
-		}
+		if (err == RBP_ENOPROC && o.cmd)
+			return cli_child_gone_early(o.cmd);
 		rc = err == RBP_ENOTRUBY && o.cmd ? cli_child_not_ruby(o.cmd, subj.pid, &vo) :
 		     cli_fail(err, &subj);
 		if (o.cmd)   /* the program was started to be recorded: it ends with us */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +40,8 @@ static const char trace_usage[] =
 	"\n"
 	"options:\n"
 	"  -o, --output FILE     where the trace goes (required)\n"
-	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto)\n"
+	"  -f, --format FMT      perfetto or json (default: json for FILE.json, else perfetto;\n"
+	"                        a profile's name, FILE.svg, FILE.pb.gz, ..., is refused)\n"
 	"  --buffer-size N       events kept per thread (default 1048576, 16 bytes each);\n"
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
@@ -192,7 +194,7 @@ static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 
-	return n > k && !strcmp(s + n - k, suffix);
+	return n > k && !strcasecmp(s + n - k, suffix);
 }
 
 int cmd_trace(int argc, char **argv)
@@ -220,8 +222,9 @@ int cmd_trace(int argc, char **argv)
 	}
 	if (fmt && strcmp(fmt, "perfetto") && strcmp(fmt, "json"))
 		return cli_usage_error("trace", "unknown format '%s' (perfetto or json)", fmt);
-	if (out && (ends_with(out, ".pftrace") || ends_with(out, ".perfetto") ||
-		    ends_with(out, ".perfetto-trace")))
+	if (out && (c = cli_check_trace_name(out)))
+		return c;
+	if (out && cli_perfetto_name(out))
 		fits = "perfetto";
 	else if (out && ends_with(out, ".json"))
 		fits = "json";

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "output/output.h"
@@ -60,6 +61,31 @@ int cli_pick_name(const char *cmd, const char *given, const char *fits, const ch
 	return 0;
 }
 
+int cli_perfetto_name(const char *output)
+{
+	static const char *const endings[] = { ".pftrace", ".perfetto", ".perfetto-trace" };
+	size_t n = strlen(output);
+
+	for (size_t i = 0; i < sizeof(endings) / sizeof(endings[0]); i++) {
+		size_t k = strlen(endings[i]);
+		if (n > k && !strcasecmp(output + n - k, endings[i]) && output[n - k - 1] != '/')
+			return 1;
+	}
+	return 0;
+}
+
+int cli_check_trace_name(const char *output)
+{
+	const char *fits = rbp_format_by_name(output);
+	char choices[256];
+
+	if (!fits || has_word(fits, "chrome"))   /* .json, .trace.json: Chrome JSON, as trace's json */
+		return 0;
+	return cli_usage_error("trace", "the name '%s' is a profile's (%s, what 'rbpeek record' writes), "
+			       "not a trace's: name it FILE.pftrace (perfetto) or FILE.json (json)", output,
+			       or_list(fits, " or ", choices, sizeof(choices)));
+}
+
 int cli_pick_format(const char *cmd, const char *given, const char *output,
 		    const struct rbp_format **fmt)
 {
@@ -69,6 +95,11 @@ int cli_pick_format(const char *cmd, const char *given, const char *output,
 
 	if (given && !rbp_format_find(given))
 		return cli_usage_error(cmd, "unknown format '%s' (valid: %s)", given, rbp_format_names());
+	if (output && cli_perfetto_name(output)) {   /* a trace's name on a profile is a lie too */
+		const struct rbp_format *f = rbp_format_find(given ? given : "flamegraph");
+		return cli_usage_error(cmd, "the name '%s' is a trace's (what 'rbpeek trace' writes), "
+				       "not a profile's: name it for its format, e.g. prof.%s", output, f->ext);
+	}
 	if ((rc = cli_pick_name(cmd, given, fits, output, &name)))
 		return rc;
 	*fmt = rbp_format_find(name ? name : "flamegraph");

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "output/output.h"
 #include "util/err.h"
@@ -69,6 +70,7 @@ static const struct {
 	{ ".collapsed", "collapsed" },
 	{ ".txt", "collapsed summary summary-by-line" },
 	{ ".raw.gz", "raw" },
+	{ ".gz", "pprof raw" },   /* gzip: one of the two gzipped formats, but which? */
 };
 
 const char *rbp_format_by_name(const char *path)
@@ -81,7 +83,8 @@ const char *rbp_format_by_name(const char *path)
 		return "callgrind";
 	for (size_t i = 0; i < sizeof(by_suffix) / sizeof(by_suffix[0]); i++) {
 		size_t k = strlen(by_suffix[i].suffix);
-		if (n > k && !strcmp(path + n - k, by_suffix[i].suffix) && base < path + n - k)
+		/* PROF.SVG is an SVG too */
+		if (n > k && !strcasecmp(path + n - k, by_suffix[i].suffix) && base < path + n - k)
 			return by_suffix[i].formats;
 	}
 	return NULL;

@@ -117,6 +117,22 @@ static int descends_from(int pid, int root)
 	return 0;
 }
 
+size_t rbp_descendants(int root, int *pids, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t n = 0;
+
+	while (d && n < max && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		if (pid > 0 && pid != root && descends_from(pid, root))
+			pids[n++] = pid;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 int rbp_ruby_descendant(int root, const struct rbp_vm_opts *vo, char *name, size_t n)
 {
 	struct rbp_vm_opts o = *vo;   /* the attach writes what it found */

@@ -53,6 +53,8 @@ void rbp_subject_native_stats(const struct rbp_subject *s, const struct rbp_proc
 			      struct rbp_native_stats *out);
 void rbp_subject_close(struct rbp_subject *s);   /* NULL-safe; s is zeroed */
 
+/* The processes descended from root now (root not included), at most max: how many. */
+size_t rbp_descendants(int root, int *pids, size_t max);
 /*
  * The first Ruby process descended from root (a shell's child), or 0:
  * what --subprocesses would follow; name gets its program.

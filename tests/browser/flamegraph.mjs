@@ -23,6 +23,9 @@
 //             sits inside its parent, frames of the other threads only are
 //             hidden, the URL says #t=..., which reopens the same view, and
 //             "all threads" brings back the whole graph
+//   processes with --processes N (a --subprocesses recording): the filter
+//             offers N processes, and picking one shows that process's root
+//             frame alone under "all" (the others are hidden)
 //   width-W   at a window W px wide (1200 and 700): the image is as wide as
 //             the window (less a scrollbar), the root frame spans it less the
 //             margins, a resize to the other width refits it, the legend
@@ -39,7 +42,7 @@ let FULL = 1180;  // image width minus margins: set from the page (it fits the w
 
 function parseArgs(argv) {
 	const a = { file: null, name: 'flamegraph', expect: [], zoom: null, search: null,
-		collapsed: null, screenshot: null, filter: null };
+		collapsed: null, screenshot: null, filter: null, processes: null };
 	for (let i = 0; i < argv.length; i++) {
 		const k = argv[i], v = argv[i + 1];
 		if (k === '--expect') { a.expect.push(v); i++; }
@@ -227,9 +230,14 @@ async function checkFilter(browser, page, errors) {
 		const byIdx = fs;
 		const root = fs.find((f) => f.p < 0);
 		if (Math.abs(root.w - FULL) > 0.01) probs.push(`${o.text}: root ${root.w} wide`);
+		// x and width are written rounded to 0.01 px: a child that ends where
+		// its parent does may stick out by up to 0.02 px on paper
 		const outside = fs.filter((f) => f.shown && f.p >= 0 && (!byIdx[f.p].shown ||
-			f.x < byIdx[f.p].x - 0.01 || f.x + f.w > byIdx[f.p].x + byIdx[f.p].w + 0.01));
-		if (outside.length) probs.push(`${o.text}: ${outside.length} frames outside their parent (${outside[0].name})`);
+			f.x < byIdx[f.p].x - 0.025 || f.x + f.w > byIdx[f.p].x + byIdx[f.p].w + 0.025));
+		if (outside.length) {
+			const f = outside[0], q = byIdx[f.p];
+			probs.push(`${o.text}: ${outside.length} frames outside their parent (${f.name}: ${f.x}+${f.w} in ${q.shown ? `${q.x}+${q.w}` : 'a hidden parent'})`);
+		}
 		if (fs.filter((f) => f.shown).length >= all.filter((f) => f.shown).length)
 			probs.push(`${o.text}: nothing hidden`);
 		if (new URL(page.url()).hash.indexOf(`t=${o.v}`) < 0) probs.push(`${o.text}: URL ${page.url()}`);
@@ -245,6 +253,24 @@ async function checkFilter(browser, page, errors) {
 	const back = await layout(page);
 	if (back.some((f, i) => !f.shown || Math.abs(f.w - all[i].w) > 0.01)) probs.push('"all threads" does not bring back the graph');
 	report('filter', probs.length === 0, probs.join('; '));
+}
+
+// The filter's process choices: one per process, each showing its own
+// "process PID: ..." root frame alone.
+async function checkProcesses(page) {
+	const opts = await page.evaluate(() => [...document.querySelectorAll('#thread option')]
+		.map((o) => ({ v: o.value, text: o.textContent })).filter((o) => o.v[0] === 'p'));
+	const probs = [];
+	if (opts.length !== +args.processes)
+		probs.push(`${opts.length} process choices (${opts.map((o) => o.text).join(', ')}), expected ${args.processes}`);
+	for (const o of opts) {
+		await page.selectOption('#thread', o.v);
+		const roots = (await frames(page)).filter((f) => f.d === 1 && f.shown).map((f) => f.name);
+		if (roots.length !== 1 || !roots[0].startsWith(`process ${o.v.slice(1)}:`))
+			probs.push(`${o.text}: process roots shown ${JSON.stringify(roots)}`);
+	}
+	await page.selectOption('#thread', 'all');
+	report('processes', probs.length === 0, probs.join('; '));
 }
 
 // The image fits a window `width` px wide, refits on resize, has a legend,
@@ -296,6 +322,8 @@ async function main() {
 			await checkSearch(browser, page, url, errors);
 		if (args.filter)
 			await checkFilter(browser, page, errors);
+		if (args.processes)
+			await checkProcesses(page);
 		for (const w of [1200, 700])
 			await checkWidth(browser, url, errors, w);
 		report('errors', errors.length === 0, errors.join('; '));

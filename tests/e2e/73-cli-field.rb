@@ -12,7 +12,7 @@ require_relative "lib/record"
 include E2E
 R = Record
 
-names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first field/raw-file field/raw-cache-bounded]
+names = %w[field/format-from-name field/format-refused field/trace-format-from-name field/not-ruby field/exit-status field/messages field/permission-first field/raw-file field/raw-cache-bounded field/raw-cache-bytes]
 exit 0 if skip_unless_tracing(names)
 
 # A short Ruby program that works for ~0.4 s, recorded from its start.
@@ -34,7 +34,10 @@ test("field/format-from-name") do
     "callgrind.out.123" => ->(b) { b.start_with?("# callgrind format") || b.include?("events:") },
     "p.callgrind" => ->(b) { b.include?("events:") },
     "p.folded" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") },
-    "p.collapsed" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") }
+    "p.collapsed" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") },
+    # endings in capitals stand for the same
+    "P.PB.GZ" => ->(b) { b.start_with?("\x1f\x8b".b) && !Zlib.gunzip(b).include?("rbpeek raw") },
+    "P.FOLDED" => ->(b) { b =~ /\A[^\n]+ \d+\n/ && !b.start_with?("<svg", "<?xml", "{") }
   }
   raw = R.tmp("p.raw.gz")
   r = record_cmd("-o", raw)
@@ -62,9 +65,13 @@ test("field/format-refused") do
   cases = [
     [%w[-o p.json], /speedscope.*chrome/],
     [%w[-o p.txt], /collapsed.*summary/],
+    [%w[-o p.gz], /pprof.*raw/],
     [%w[-f flamegraph -o p.pb.gz], /pprof/],
     [%w[-f pprof -o p.svg], /flamegraph/],
-    [%w[-f collapsed -o p.speedscope.json], /speedscope/]
+    [%w[-f collapsed -o p.speedscope.json], /speedscope/],
+    # a trace's name is no profile's, with -f or without
+    [%w[-o p.pftrace], /a trace's .*rbpeek trace.*prof\.svg/],
+    [%w[-f pprof -o p.perfetto], /a trace's .*prof\.pb\.gz/]
   ]
   cases.each do |opts, choices|
     dir = R.tmp("refused", mkdir: true)
@@ -89,14 +96,30 @@ test("field/trace-format-from-name") do
   r1 = R.rec("trace", "-o", json, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
   pf = R.tmp("t.pftrace")
   r2 = R.rec("trace", "-f", "json", "-o", pf, "--", RbConfig.ruby, "-e", "1", env: env, timeout: 30)
+  # a profile's name is no trace's: refused before the program runs
+  profiles = { "t.svg" => "flamegraph", "t.pb.gz" => "pprof", "t.speedscope.json" => "speedscope", "t.folded" => "collapsed" }
+  bad = profiles.filter_map do |name, fmt|
+    f = R.tmp(name)
+    r = R.rec("trace", "-o", f, "--", RbConfig.ruby, "-e", "print :ran", env: env, timeout: 30)
+    "trace -o #{name}: #{r.describe}" unless r.status == 2 && R.stderr_of(r) =~ /a profile's \(#{fmt}.*FILE\.pftrace/ && !File.exist?(f) && r.stdout.empty?
+  end
   if !(r1.status&.zero? && File.binread(json, 1) == "{") then fail("field/trace-format-from-name", "trace -o t.json: #{r1.describe}, starts #{File.exist?(json) && File.binread(json, 8).inspect}")
   elsif r2.status != 2 || File.exist?(pf) then fail("field/trace-format-from-name", "trace -f json -o t.pftrace: #{r2.describe}")
-  else ok("field/trace-format-from-name")
+  elsif !bad.empty? then fail("field/trace-format-from-name", bad.join("; "))
+  else ok("field/trace-format-from-name", "t.json, t.pftrace; #{profiles.size} profile names refused")
   end
 end
 
+# Whether process pid runs (a zombie does not).
+def alive?(pid)
+  File.read("/proc/#{pid}/stat")[/\) (\S)/, 1] != "Z"
+rescue SystemCallError
+  false
+end
+
 # A command that is not Ruby is said at once (exit 5), not after it ends;
-# when it has a Ruby child, the hint names --subprocesses.  rbpeek ends it.
+# when it has a Ruby child, the hint names --subprocesses.  rbpeek ends it,
+# and what it started: no Ruby runs on, orphaned, after rbpeek's error.
 test("field/not-ruby") do
   probs = []
   dir = R.tmp("notruby", mkdir: true)
@@ -109,14 +132,20 @@ test("field/not-ruby") do
   err = R.stderr_of(r)
   child = err[/process (\d+), [^)]*ruby/, 1]
   probs << "record -- sh -c 'ruby ...': #{r.describe}, expected exit 5 naming the Ruby child and --subprocesses" unless r.status == 5 && child && err.include?("--subprocesses")
-  if child && File.exist?("/proc/#{child}")
-    kill_pid(child.to_i, "KILL") # the shell ended, its Ruby child is the user's
+  if child
+    t0 = Time.now
+    sleep 0.1 while alive?(child) && Time.now - t0 < 20
+    if alive?(child)
+      probs << "the Ruby child #{child} still runs after rbpeek's error"
+      kill_pid(child.to_i, "KILL")
+    end
   end
   probs << "files written: #{Dir.children(dir)}" unless Dir.children(dir).empty?
   probs.empty? ? ok("field/not-ruby") : fail("field/not-ruby", probs.join("; "))
 end
 
-# record -- CMD exits as CMD did, once the profile is written.
+# record -- CMD exits as CMD did, once the profile is written; a CMD gone
+# before the first sample is said with its status.
 test("field/exit-status") do
   probs = []
   { 0 => 0, 3 => 3, 1 => 1 }.each do |code, want|
@@ -128,7 +157,14 @@ test("field/exit-status") do
   out = R.tmp("sig.folded")
   r = record_cmd("-o", out, prog: "#{WORK}; Process.kill(:KILL, $$)")
   probs << "program killed by SIGKILL: rbpeek #{r.describe}, expected 137" unless r.status == 137 && File.exist?(out)
-  probs.empty? ? ok("field/exit-status", "0, 3, 1, 137") : fail("field/exit-status", probs.join("; "))
+  # gone before the first sample: no profile, so rbpeek's exit 9 wins, and
+  # the message says how the program ended (exit 5 only when a stalled
+  # machine kept sh from exiting for the half second rbpeek waits for Ruby)
+  { "exit 3" => "exited with status 3", "kill -KILL $$" => "was ended by signal 9" }.each do |body, said|
+    r = R.rec("record", "--silent", "-o", R.tmp("early.folded"), "--", "sh", "-c", body, timeout: 30)
+    probs << "record -- sh -c '#{body}': #{r.describe}, expected exit 9 saying it #{said}" unless r.status == 5 || (r.status == 9 && R.stderr_of(r) =~ /'sh' #{said}\b.*before its first sample/)
+  end
+  probs.empty? ? ok("field/exit-status", "0, 3, 1, 137; 9 naming 3 and signal 9") : fail("field/exit-status", probs.join("; "))
 end
 
 # Messages: hints all start with "hint:", a non-Ruby --pid gets one, and
@@ -188,23 +224,33 @@ test("field/raw-file") do
   end
 end
 
+# A cache directory (XDG_CACHE_HOME) whose rbpeek/ holds n raw files as
+# rbpeek names them, copies of a fresh recording, oldest first (a second
+# apart, in 2020), each grown by a hole to size bytes when given:
+# [cache, rbpeek/, the files, the recording].  Raises when recording fails.
+def old_raw_cache(name, n, size: nil)
+  cache = R.tmp("cache-#{name}", mkdir: true)
+  dir = File.join(cache, "rbpeek")
+  FileUtils.mkdir_p(dir)
+  seed = R.tmp("seed-#{name}.raw.gz")
+  r = record_cmd("-o", seed)
+  raise "seed: #{r.describe}" unless r.status&.zero?
+
+  olds = (1..n).map do |i|
+    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 1000 + i, i))
+    FileUtils.cp(seed, f)
+    File.truncate(f, size) if size
+    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
+    f
+  end
+  [cache, dir, olds, seed]
+end
+
 # The cache keeps the newest 20 raw files, removing the oldest first, and
 # never a file rbpeek did not write there (other names, other content,
 # symlinks).
 test("field/raw-cache-bounded") do
-  cache = R.tmp("cache-bounded", mkdir: true)
-  dir = File.join(cache, "rbpeek")
-  FileUtils.mkdir_p(dir)
-  seed = R.tmp("seed.raw.gz")
-  r = record_cmd("-o", seed)
-  next fail("field/raw-cache-bounded", "seed: #{r.describe}") unless r.status&.zero?
-
-  olds = (1..25).map do |i|
-    f = File.join(dir, format("rbpeek-%d-20200101-0000%02d.raw.gz", 1000 + i, i))
-    FileUtils.cp(seed, f)
-    File.utime(Time.at(1_600_000_000 + i), Time.at(1_600_000_000 + i), f)
-    f
-  end
+  cache, dir, olds, seed = old_raw_cache("bounded", 25)
   decoys = {
     "rbpeek-1-20200101-000000.raw.gz" => ->(f) { File.write(f, "not a raw profile") },
     "notes.txt" => ->(f) { File.write(f, "mine") },
@@ -226,6 +272,18 @@ test("field/raw-cache-bounded") do
   probs << "#{kept_old.size} of the 25 old raw files kept, expected the newest 19" unless kept_old == olds.last(19)
   probs << "#{ours.size - 1} our raw files besides decoys, expected 20" unless ours.size - 1 == 20 # the fake-content decoy has our name
   probs.empty? ? ok("field/raw-cache-bounded", "20 kept, 6 oldest removed, 4 decoys untouched") : fail("field/raw-cache-bounded", probs.join("; "))
+end
+
+# ... and 512 MB at most: of four old 200 MB raw files (sparse: a raw
+# profile followed by a hole) the two newest stay next to the new one.
+test("field/raw-cache-bytes") do
+  cache, _, olds, = old_raw_cache("bytes", 4, size: 200 << 20)
+  r = record_cmd("-o", R.tmp("new-bytes.svg"), env: { "XDG_CACHE_HOME" => cache })
+  kept = olds.select { |f| File.exist?(f) }
+  if !r.status&.zero? then fail("field/raw-cache-bytes", "record: #{r.describe}")
+  elsif kept != olds.last(2) then fail("field/raw-cache-bytes", "kept #{kept.map { |f| File.basename(f) }}, expected the newest two of four 200 MB files")
+  else ok("field/raw-cache-bytes", "2 of 4 200 MB files kept")
+  end
 end
 
 finish

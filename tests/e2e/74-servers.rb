@@ -9,8 +9,9 @@
 #     (HelloApp#render_page);
 #   - puma with a pool of 8 threads and one client: by default the idle
 #     pool threads' waits are left out, so the requests (and their 10 ms
-#     "database" wait) are most of the flame graph; speedscope opens on the
-#     thread serving them;
+#     "database" wait) are most of the default flame graph, whose title says
+#     how many samples were hidden; speedscope opens on the thread serving
+#     them;
 #   - unicorn with 2 workers, likewise; one worker is killed mid-recording,
 #     the master forks a new one, which must show up with requests of its
 #     own, and the recording must end normally.
@@ -168,9 +169,25 @@ check_with("puma", "servers/puma-idle-pool", "puma not installed (Debian package
     wait_http(port, pid, log)
     with_load(port, 20, path: "/db", clients: 1) do
       sleep 0.5
-      out = R.tmp("pool.txt")
-      res = R.rec("record", "-d", "3", "-f", "collapsed", "-o", out, "--pid", pid, timeout: 30)
+      # the default output, a flame graph; the same view as folded stacks from its raw file
+      svg = R.tmp("pool.svg")
+      raw = R.tmp("pool.raw.gz")
+      res = R.rec("record", "-d", "3", "-o", svg, "--raw-file", raw, "--pid", pid, timeout: 30)
       next probs << "record: #{res.describe}" unless res.status&.zero?
+
+      out = R.tmp("pool.folded")
+      rep = R.rec("report", "-i", raw, "-o", out)
+      next probs << "report: #{rep.describe}" unless rep.status&.zero?
+
+      # in the flame graph itself: the requests' share (frame widths, data-w,
+      # in samples) and the title saying how many idle samples were hidden
+      boxes = File.read(svg).scan(%r{<g class="f"[^>]* data-w="(\d+)"[^>]*><title>([^<]*)</title>})
+      all = boxes.find { |_, t| t.start_with?("all (") }&.first.to_i
+      in_req = boxes.select { |_, t| t.start_with?("HelloApp#call (") }.sum { |w, _| w.to_i }
+      title = File.read(svg)[%r{<title>(rbpeek: [^<]*)</title>}, 1].to_s
+      n_idle = R.stderr_of(res)[/(\d+) of \d+ samples \(\d+%\) were threads waiting for work/, 1]
+      probs << "flame graph: requests are #{in_req} of #{all} samples: not the dominant part" unless all.positive? && in_req * 2 > all
+      probs << "flame graph title #{title.inspect} does not say #{n_idle.inspect} idle samples were hidden" unless n_idle && title.include?("(+#{n_idle} idle hidden")
 
       stacks = R.read_collapsed(out)
       total = R.total(stacks)
@@ -189,8 +206,8 @@ check_with("puma", "servers/puma-idle-pool", "puma not installed (Debian package
       active = doc["profiles"][doc["activeProfileIndex"]]
       names = active["samples"].flatten.uniq.map { |i| frames[i]["name"] }
       probs << "speedscope opens on #{active['name'].inspect}, not the thread serving requests" unless names.include?("HelloApp#call")
-      format("requests %.0f%% of the default view (%s%% idle hidden), speedscope opens on %s",
-             100.0 * req / total, hidden, active["name"])
+      format("requests %.0f%% of the default flame graph (%s%% idle hidden), speedscope opens on %s",
+             100.0 * in_req / all, hidden, active["name"])
     end
   end
 end

@@ -68,6 +68,12 @@ test("static/not-dynamic") do
   %w[INTERP DYNAMIC].each do |seg|
     problems << "has a #{seg} program header" if heads.stdout.match?(/^\s+#{seg}\s/)
   end
+  # the size README.md and docs/install.md give, within a quarter
+  mb = File.size(STATIC) / 1e6
+  %w[README.md docs/install.md].each do |doc|
+    said = File.read(File.join(ROOT, doc))[/about ([\d.]+) MB/, 1].to_f
+    problems << "#{doc} says about #{said} MB, the binary is #{mb.round(1)} MB" unless (said - mb).abs <= mb / 4
+  end
   report("static/not-dynamic", problems, "#{File.size(STATIC)} bytes")
 end
 

@@ -70,7 +70,7 @@ check("deb/build") do |p|
 
   dep = ->(f) { run(["dpkg-deb", "-f", f, "Depends"]).stdout.strip }
   # run-time dependencies come from dh_shlibdeps, not from a list we keep
-  %w[libc6 libdw1 libelf1 zlib1g].each { |l| p << "rbpeek Depends lacks #{l}: #{dep[debs['rbpeek']]}" unless dep[debs["rbpeek"]].include?(l) }
+  %w[libc6 libdw1 libelf1 libbpf1 zlib1g].each { |l| p << "rbpeek Depends lacks #{l}: #{dep[debs['rbpeek']]}" unless dep[debs["rbpeek"]].include?(l) }
   lib = "libruby#{RbConfig::CONFIG['MAJOR']}.#{RbConfig::CONFIG['MINOR']}"
   p << "rbpeek-tracer Depends lacks #{lib}: #{dep[debs['rbpeek-tracer']]}" unless dep[debs["rbpeek-tracer"]].include?(lib)
   files = run(["dpkg-deb", "-c", debs["rbpeek-tracer"]]).stdout

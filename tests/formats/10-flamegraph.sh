@@ -11,6 +11,8 @@
 #   browser/...  tests/browser/flamegraph.mjs in headless Chromium: no JS
 #                errors, frames present, click to zoom, Reset Zoom, Ctrl-F
 #                search with the right "Matched:", state in the URL
+#   processes/...  the same on a --subprocesses recording of a process and
+#                its forked worker: the filter picks each process alone
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/10-flamegraph.sh   runs it with that build
 set -uo pipefail
@@ -91,17 +93,47 @@ run_browser() {
 		return
 	fi
 	"$RBPEEK" report -i "$raw" -f collapsed -o "$work/folded.txt" 2>/dev/null
-	local out rc
+	local out
 	out=$(timeout 300 node tests/browser/flamegraph.mjs "$work/out.svg" --name flamegraph/browser \
 		--expect 'Workload::Cruncher#crunch_numbers' --expect 'Workload::Cruncher#build_strings' \
 		--expect 'Kernel#loop' --zoom 'Workload::Cruncher#build_strings' \
 		--search 'crunch_numbers|Cruncher\.dive' --collapsed "$work/folded.txt" \
 		--filter background --screenshot "$SHOTS/flamegraph.png" 2>&1)
+	node_results browser $? "$out"
+	record_processes || return
+	out=$(timeout 300 node tests/browser/flamegraph.mjs "$work/procs.svg" --name flamegraph/processes \
+		--filter main --processes 2 2>&1)
+	node_results processes $? "$out"
+}
+
+# $work/procs.svg: a busy Ruby process and its busy forked worker, recorded
+# with --subprocesses, for the filter's process choices.
+record_processes() {
+	cat >"$work/forker.rb" <<'EOF'
+def spin = loop { 100_000.times.sum }
+Thread.new { sleep 60; exit!(3) }   # never outlive a broken test
+fork { Thread.new { sleep 60; exit!(3) }; spin }
+$stdout.sync = true
+puts "ready"
+spin
+EOF
+	ruby "$work/forker.rb" >"$work/forker.ready" 2>"$work/forker.err" &
+	local fpid=$! rc
+	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$fpid" >>"$RBPEEK_TEST_PIDS"
+	for _ in $(seq 100); do
+		grep -q ready "$work/forker.ready" 2>/dev/null && break
+		sleep 0.1
+	done
+	sleep 0.3   # the worker forked before "ready": let it start spinning
+	XDG_CACHE_HOME=$work/cache timeout 60 "$RBPEEK" record --pid "$fpid" --subprocesses -d 2 \
+		-o "$work/procs.svg" --silent 2>"$work/procs.err"
 	rc=$?
-	echo "$out" | grep -E '^(ok|FAIL|skip) '
-	grep -q '^FAIL ' <<<"$out" && failed=1
-	if ((rc != 0)) && ! grep -q '^FAIL ' <<<"$out"; then
-		fail browser "node exited $rc: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+	pkill -KILL -P "$fpid" 2>/dev/null   # the worker: our forker's child only
+	kill -KILL "$fpid" 2>/dev/null
+	wait "$fpid" 2>/dev/null
+	if ((rc != 0)) || [[ ! -s $work/procs.svg ]]; then
+		fail processes "record --subprocesses: exit $rc: $(tail -n 3 "$work/procs.err" | tr '\n' ' ')"
+		return 1
 	fi
 }
 

@@ -361,7 +361,7 @@ check_chrome() {
 }
 
 check_browser() {
-	local why out rc
+	local why out
 	if ! why=$(timeout 900 tools/install-browser-deps.sh 2>&1); then
 		skip browser "${why:-tools/install-browser-deps.sh failed}"
 		return
@@ -377,12 +377,7 @@ check_browser() {
 		--expect 'Hot.hot_spot' --expect 'Hot.fib' \
 		--load "$work/golden.speedscope.json" --profiles 3 --expect 'Weird#"odd;name"' --expect 'Ünïcödé#grüß' \
 		--load "$work/golden.trace.json" --profiles 3 --expect 'Weird#"odd;name"' --expect 'Ünïcödé#grüß' 2>&1)
-	rc=$?
-	echo "$out" | grep -E '^(ok|FAIL|skip) '
-	grep -q '^FAIL ' <<<"$out" && failed=1
-	if ((rc != 0)) && ! grep -q '^FAIL ' <<<"$out"; then
-		fail browser "node exited $rc: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
-	fi
+	node_results browser $? "$out"
 }
 
 # Converting the same raw file twice gives the same bytes, in every format.

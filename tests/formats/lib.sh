@@ -8,6 +8,7 @@
 #                        wait for its "ready" line; $pid is the target
 #   stop_target          kill it
 #   sanitized FILE       0 when FILE holds a sanitizer report
+#   node_results NAME RC OUTPUT   a browser script's result lines
 # Scripts end with: exit $failed
 
 formats_init() {
@@ -50,3 +51,14 @@ stop_target() {
 }
 
 sanitized() { grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$1"; }
+
+# node_results NAME RC OUTPUT: pass on the ok/FAIL/skip lines a browser
+# script (tests/browser/*.mjs) printed; a failed exit (RC) without a FAIL
+# line fails NAME with the output's last lines.
+node_results() {
+	echo "$3" | grep -E '^(ok|FAIL|skip) '
+	grep -q '^FAIL ' <<<"$3" && failed=1
+	if (($2 != 0)) && ! grep -q '^FAIL ' <<<"$3"; then
+		fail "$1" "node exited $2: $(tail -n 3 <<<"$3" | tr '\n' ' ')"
+	fi
+}
