@@ -116,10 +116,12 @@ static int build(struct rbp_profile *p)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int write_mem(const char *format, const struct rbp_profile *p, char **buf, size_t *len)
+/* format's output of p into *buf (malloc'd), idle samples left out under hide_idle. */
+static int write_mem_idle(const char *format, const struct rbp_profile *p, int hide_idle,
+			  char **buf, size_t *len)
 {
 	const struct rbp_format *f = rbp_format_find(format);
-	struct rbp_output_opts oo = { .title = TITLE };
+	struct rbp_output_opts oo = { .title = TITLE, .hide_idle = hide_idle };
 	FILE *m;
 	int err;
 
@@ -131,6 +133,11 @@ static int write_mem(const char *format, const struct rbp_profile *p, char **buf
 	if (fclose(m) && !err)
 		err = RBP_EIO;
 	return err;
+}
+
+static int write_mem(const char *format, const struct rbp_profile *p, char **buf, size_t *len)
+{
+	return write_mem_idle(format, p, 0, buf, len);
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -618,6 +625,35 @@ int main(void)
 			free(again);
 			free(buf);
 		}
+	}
+
+	/*
+	 * Thread 1's two samples in Kernel#sleep (stack D) waiting for work:
+	 * the flame graph opens without them (golden flamegraph-idle) and keeps
+	 * them, hidden and 0 wide, behind its idle control; with them kept
+	 * (--idle) the same control hides them.
+	 */
+	TEST("flame graph: idle samples hidden behind a control, or shown") {
+		p.sample_flags[1] |= RBP_SAMPLE_IDLE;
+		p.sample_flags[3] |= RBP_SAMPLE_IDLE;
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &p, 1, &buf, &len), RBP_OK);
+		CHECK(check_golden("flamegraph-idle", buf, len));
+		CHECK(buf && strstr(buf, "<tspan id=\"count\">12</tspan> samples"));
+		CHECK(buf && strstr(buf, "data-shown=\"0\">Show 2 idle samples (14.3%)</text>"));
+		CHECK(buf && strstr(buf, "<g class=\"f\" id=\"f0\" data-x=\"0\" data-w=\"12\""));
+		/* the sleep: written, hidden, 0 wide; thread 1's working and idle samples */
+		CHECK(buf && strstr(buf, "<g class=\"f hide\"") &&
+		      strstr(strstr(buf, "<g class=\"f hide\""), "<title>Kernel#sleep ("));
+		CHECK(buf && strstr(buf, "data-t=\"0:6,1:4:2,2:2\""));
+		CHECK(buf && strstr(buf, "data-pid=\"4242\" data-n=\"4\" data-i=\"2\""));
+		free(buf);
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &p, 0, &buf, &len), RBP_OK);
+		CHECK(buf && strstr(buf, "data-shown=\"1\">Hide 2 idle samples (14.3%)</text>"));
+		CHECK(buf && strstr(buf, "<g class=\"f\" id=\"f0\" data-x=\"0\" data-w=\"14\""));
+		CHECK(buf && !strstr(buf, "<g class=\"f hide\""));
+		free(buf);
+		p.sample_flags[1] &= (uint8_t)~RBP_SAMPLE_IDLE;
+		p.sample_flags[3] &= (uint8_t)~RBP_SAMPLE_IDLE;
 	}
 
 	TEST("pprof decodes as profile.proto and matches its golden dump") {
