@@ -616,11 +616,13 @@ static const char fg_script[] =
 	"  var o = document.createElementNS('http://www.w3.org/1999/xhtml', 'option');\n"
 	"  o.value = v; o.textContent = text; sel.appendChild(o);\n"
 	"}\n"
-	"/* the filter's choices: the processes and threads with samples in this view */\n"
+	"/* the filter's choices: the processes and threads with samples in this\n"
+	"   view; no filter for one thread */\n"
 	"function options() {\n"
 	"  var pids = {}, np, n = function (h) { return h.n + (idle ? h.i : 0); };\n"
 	"  while (sel.options.length > 1) sel.removeChild(sel.lastChild);\n"
 	"  TH.forEach(function (h) { if (n(h)) pids[h.pid] = (pids[h.pid] || 0) + n(h); });\n"
+	"  $('filter').classList.toggle('hide', TH.filter(n).length < 2);\n"
 	"  np = Object.keys(pids).length;\n"
 	"  if (np > 1) Object.keys(pids).forEach(function (pid) {\n"
 	"    option('p' + pid, 'process ' + pid + ' (' + pids[pid] + ' samples)');\n"
@@ -900,6 +902,7 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 static void fg_threads(const struct fg *g, FILE *out)
 {
 	const struct rbp_profile *p = g->p;
+	int seen = 0;   /* threads with samples in the view written */
 
 	fputs("<g id=\"threads\" class=\"hide\">", out);
 	for (uint32_t t = 0; t < p->n_threads; t++) {
@@ -911,6 +914,7 @@ static void fg_threads(const struct fg *g, FILE *out)
 			}
 		if (!c && !i)
 			continue;
+		seen += c || !g->hide_idle;
 		struct fg_name nm;
 		char label[256];
 		snprintf(label, sizeof(label), "thread %d%s%s%s", (int)p->threads[t].tid,
@@ -927,10 +931,12 @@ static void fg_threads(const struct fg *g, FILE *out)
 		fputs("</text>", out);
 		free(nm.s);
 	}
-	fprintf(out, "</g>\n<foreignObject id=\"filter\" x=\"%d\" y=\"48\" width=\"300\" "
+	/* hidden while the view has one thread (the others only idle) */
+	fprintf(out, "</g>\n<foreignObject id=\"filter\"%s x=\"%d\" y=\"48\" width=\"300\" "
 		"height=\"24\"><select xmlns=\"http://www.w3.org/1999/xhtml\" id=\"thread\" "
 		"style=\"font: 12px monospace; max-width: 300px\"><option value=\"all\">all threads"
-		"</option></select></foreignObject>\n", FG_WIDTH - FG_PAD - 300);
+		"</option></select></foreignObject>\n", seen < 2 ? " class=\"hide\"" : "",
+		FG_WIDTH - FG_PAD - 300);
 }
 
 static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
