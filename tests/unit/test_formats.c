@@ -656,6 +656,35 @@ int main(void)
 		p.sample_flags[3] &= (uint8_t)~RBP_SAMPLE_IDLE;
 	}
 
+	/*
+	 * One thread (no thread filter) working and waiting: the idle control
+	 * still gets each frame's working and idle samples, as one group
+	 * ("0:work:idle"), and there is no thread list.
+	 */
+	TEST("flame graph: the idle control without the thread filter") {
+		struct rbp_profile q;
+		uint32_t fw, fs, nw, ns, th;
+
+		CHECK_EQ_INT(rbp_profile_init(&q), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_frame(&q, "Object#work", "/a.rb", 2, 1, RBP_PFRAME_RUBY, &fw), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_frame(&q, "IO.select", "", 0, 0, RBP_PFRAME_CFUNC, &fs), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_child(&q, 0, fw, &nw), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_child(&q, nw, fs, &ns), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_thread(&q, 7, 7, "main", &th), RBP_OK);
+		for (int i = 0; i < 10; i++)
+			CHECK_EQ_INT(rbp_profile_add(&q, (uint64_t)i * 10000000, th, i < 3 ? nw : ns,
+						     i < 3 ? RBP_SAMPLE_GVL : RBP_SAMPLE_IDLE), RBP_OK);
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &q, 1, &buf, &len), RBP_OK);
+		CHECK(buf && !strstr(buf, "id=\"threads\"") && !strstr(buf, "id=\"filter\""));
+		CHECK(buf && strstr(buf, "data-shown=\"0\">Show 7 idle samples (70.0%)</text>"));
+		CHECK(buf && strstr(buf, "data-x=\"0\" data-w=\"3\" data-d=\"0\" data-p=\"-1\" "
+				    "data-t=\"0:3:7\""));
+		CHECK(buf && strstr(buf, "<g class=\"f hide\"") &&
+		      strstr(strstr(buf, "<g class=\"f hide\""), "data-t=\"0:0:7\"><title>IO.select ("));
+		free(buf);
+		rbp_profile_free(&q);
+	}
+
 	TEST("pprof decodes as profile.proto and matches its golden dump") {
 		CHECK_EQ_INT(write_mem("pprof", &p, &buf, &len), RBP_OK);
 		CHECK(len > 18 && (uint8_t)buf[0] == 0x1f && (uint8_t)buf[1] == 0x8b);
