@@ -302,6 +302,7 @@ static int write_outputs_fn(void *arg)
 	char dir[4096], raw_path[8192], outbuf[4096];
 	struct rbp_output_opts oo = { .title = j->title };
 	const char *output = j->output;
+	unsigned hide = j->hide;
 	int rc = 0, raw_kept = 0;
 
 	if (j->raw && *j->raw) {   /* --raw-file */
@@ -318,8 +319,12 @@ static int write_outputs_fn(void *arg)
 		cli_default_output(outbuf, sizeof(outbuf), "", (int)p->meta.pid, j->fmt->ext);
 		output = outbuf;
 	}
-	if (j->hide && j->fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
-		if (rbp_profile_view_without(p, (uint8_t)j->hide, &view, &hidden)) {
+	if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
+		oo.hide_idle = (j->hide & RBP_SAMPLE_IDLE) != 0;
+		hide &= ~(unsigned)RBP_SAMPLE_IDLE;
+	}
+	if (hide && j->fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
+		if (rbp_profile_view_without(p, (uint8_t)hide, &view, &hidden)) {
 			fprintf(stderr, "rbpeek: error: out of memory\n");
 			return EXIT_INTERNAL;
 		}

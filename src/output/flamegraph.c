@@ -34,6 +34,20 @@
  * every resize: the 1200 px written are for viewers without scripts) and
  * scrolls to the bottom, where the root is.  A legend says what the
  * colours mean.
+ *
+ * Idle samples (RBP_SAMPLE_IDLE: threads waiting for work).  When the
+ * profile has any, the graph is laid out for the view it opens on (idle
+ * samples left out under hide_idle, the default of record and report, or
+ * kept under --idle) and the frames of the other view are written too, with
+ * a control that switches views ("Show/Hide N idle samples (P%)").  The
+ * switch reuses the thread filter's data: each frame's data-t says, per
+ * thread, its working and its idle samples ("t:work:idle"), and the script
+ * lays the graph out again from them, as for a thread.  A frame is written
+ * when it reaches 1/1000 of the samples in either view, so the number of
+ * frames at most doubles (at most 1000 per stack level in each view); the
+ * frames of the other view alone are written hidden, 0 wide, and the image
+ * is as tall as the deeper of the two views.  Without idle samples nothing
+ * of this is written.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +66,11 @@
 #define FG_HIGHLIGHT "rgb(230,0,230)"
 #define FG_MAX_THREADS 64 /* a thread filter for 2..64 threads with samples */
 
-/* One thread's inclusive samples in a frame, for the thread filter. */
+/* One thread's inclusive samples in a frame, for the thread filter and the idle control. */
 struct fg_tc {
-	uint32_t t;   /* thread index in the profile */
-	uint64_t c;
+	uint32_t t;   /* thread index in the profile (0 for all threads, without the filter) */
+	uint64_t c;   /* working samples */
+	uint64_t i;   /* idle samples */
 };
 
 /* A display name made safe for XML: valid UTF-8, no control characters. */
@@ -67,7 +82,11 @@ struct fg_name {
 struct fg {
 	const struct rbp_profile *p;
 	uint64_t total;          /* samples drawn under "all" */
-	uint64_t *incl;          /* per node: inclusive samples */
+	uint64_t *incl;          /* per node: inclusive samples (of the view written) */
+	int hide_idle;           /* the view written leaves idle samples out */
+	uint64_t n_idle;         /* samples flagged idle: the idle control when any */
+	uint64_t *alt;           /* per node: inclusive samples of the other view (with n_idle) */
+	uint64_t alt_total;
 	uint64_t *x;             /* per drawn node: left edge, in samples */
 	uint32_t *first;         /* children of n are kids[first[n] .. first[n + 1]) */
 	uint32_t *kids;
@@ -82,6 +101,7 @@ struct fg {
 	uint32_t *tc_first;
 	struct fg_tc *tc;
 	uint32_t *emit;
+	int per_thread;          /* tc holds one entry per thread (the filter), else one for all */
 };
 
 /* ---- text ----------------------------------------------------------------- */
@@ -172,11 +192,29 @@ static const char *fg_count(uint64_t v, char buf[32])
 
 /* ---- aggregation and layout ---------------------------------------------- */
 
-static int fg_drawn(const struct fg *g, uint32_t node)
+static int fg_wide(uint64_t incl, uint64_t total)
+{
+	return incl && incl * 1000 >= total * FG_MIN_PERMILLE;
+}
+
+/* Whether node is seen in the view written. */
+static int fg_shown(const struct fg *g, uint32_t node)
 {
 	/* a frame id out of range (a corrupt profile) is never drawn */
-	return node == 0 || (g->incl[node] && g->incl[node] * 1000 >= g->total * FG_MIN_PERMILLE &&
+	return node == 0 || (fg_wide(g->incl[node], g->total) &&
 			     g->p->nodes[node].frame < g->p->n_frames);
+}
+
+/* Whether node is written: seen in the view written or in the other one. */
+static int fg_drawn(const struct fg *g, uint32_t node)
+{
+	return fg_shown(g, node) || (g->alt && fg_wide(g->alt[node], g->alt_total) &&
+				     g->p->nodes[node].frame < g->p->n_frames);
+}
+
+static int fg_idle(const struct rbp_profile *p, size_t sample)
+{
+	return p->sample_flags && (p->sample_flags[sample] & RBP_SAMPLE_IDLE);
 }
 
 /* Steps 1 and 2: self counts and the CSR child lists. */
@@ -193,8 +231,22 @@ static int fg_tree(struct fg *g)
 	if (!g->incl || !g->x || !g->first || !g->kids || !g->order)
 		return RBP_ENOMEM;
 	for (size_t i = 0; i < p->n_samples; i++)
-		if (p->samples[i].node < n)
+		g->n_idle += fg_idle(p, i);
+	if (g->n_idle && !(g->alt = calloc(n, sizeof(*g->alt))))
+		return RBP_ENOMEM;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (p->samples[i].node >= n)
+			continue;
+		if (g->hide_idle && fg_idle(p, i))   /* in the other view only */
+			g->alt[p->samples[i].node]++;
+		else if (!g->hide_idle && fg_idle(p, i))
+			g->incl[p->samples[i].node]++;   /* in this view only */
+		else {
 			g->incl[p->samples[i].node]++;
+			if (g->alt)
+				g->alt[p->samples[i].node]++;
+		}
+	}
 	for (size_t i = 1; i < n; i++)
 		if (p->nodes[i].parent < n && p->nodes[i].parent != i)
 			g->first[p->nodes[i].parent + 1]++;
@@ -235,51 +287,85 @@ static void fg_inclusive(struct fg *g)
 	for (size_t i = g->n_order; i-- > 1;) {
 		uint32_t n = g->order[i];
 		g->incl[g->p->nodes[n].parent] += g->incl[n];
+		if (g->alt)
+			g->alt[g->p->nodes[n].parent] += g->alt[n];
 	}
 	g->total = g->p->n_nodes ? g->incl[0] : 0;
+	g->alt_total = g->alt ? g->alt[0] : 0;
 	for (size_t i = 1; i < g->n_order; i++)
-		g->omitted += g->incl[g->order[i]] && !fg_drawn(g, g->order[i]);
+		g->omitted += g->incl[g->order[i]] && !fg_shown(g, g->order[i]);
 }
 
 /*
- * Per-thread inclusive counts of the drawn nodes, for the filter; run while
- * order[] holds every node.  Two passes over the threads (count, fill),
- * each O(nodes) per thread: only for 2..FG_MAX_THREADS threads.
+ * Per-thread inclusive counts (working and idle) of the drawn nodes, for
+ * the filter and the idle control; run while order[] holds every node.  Two
+ * passes over the threads (count, fill), each O(nodes) per thread: only for
+ * 2..FG_MAX_THREADS threads with samples.  Otherwise, when there are idle
+ * samples, one group of all samples (thread 0) for the idle control alone.
  */
 static int fg_thread_counts(struct fg *g)
 {
 	const struct rbp_profile *p = g->p;
-	size_t n = p->n_nodes, nt = p->n_threads, *start = NULL, used = 0;
+	size_t n = p->n_nodes, nt = p->n_threads, *start = NULL, used = 0, groups;
 	uint32_t *by = NULL, *fill = NULL;
-	uint64_t *tmp = NULL;
+	uint64_t *tmp = NULL, *tmpi = NULL;
 	int err = RBP_ENOMEM;
 
-	if (nt < 2 || nt > FG_MAX_THREADS || !n)
+	g->per_thread = nt >= 2 && nt <= FG_MAX_THREADS;
+	if (!n || (!g->per_thread && !g->n_idle))
 		return RBP_OK;
-	if (rbp_samples_by_thread(p, &start, &by) || !(tmp = malloc(n * sizeof(*tmp))) ||
+	if (g->per_thread) {
+		if (rbp_samples_by_thread(p, &start, &by))
+			goto done;
+		for (size_t t = 0; t < nt; t++)
+			used += start[t + 1] > start[t];
+		if (used < 2) {   /* one thread with samples: nothing to filter */
+			g->per_thread = 0;
+			free(start);
+			free(by);
+			start = NULL;
+			by = NULL;
+			if (!g->n_idle) {
+				err = RBP_OK;
+				goto done;
+			}
+		}
+	}
+	if (!g->per_thread) {   /* one group: every sample */
+		if (!(start = malloc(2 * sizeof(*start))) ||
+		    !(by = malloc((p->n_samples + 1) * sizeof(*by))))
+			goto done;
+		start[0] = 0;
+		start[1] = p->n_samples;
+		for (size_t k = 0; k < p->n_samples; k++)
+			by[k] = (uint32_t)k;
+	}
+	groups = g->per_thread ? nt : 1;
+	if (!(tmp = malloc(n * sizeof(*tmp))) || !(tmpi = malloc(n * sizeof(*tmpi))) ||
 	    !(g->tc_first = calloc(n + 1, sizeof(*g->tc_first))) ||
 	    !(fill = malloc((n + 1) * sizeof(*fill))))
 		goto done;
-	for (size_t t = 0; t < nt; t++)
-		used += start[t + 1] > start[t];
-	for (int pass = 0; used >= 2 && pass < 2; pass++) {
-		for (size_t t = 0; t < nt; t++) {
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t t = 0; t < groups; t++) {
 			if (start[t + 1] == start[t])
 				continue;
 			memset(tmp, 0, n * sizeof(*tmp));
+			memset(tmpi, 0, n * sizeof(*tmpi));
 			for (size_t k = start[t]; k < start[t + 1]; k++)
 				if (p->samples[by[k]].node < n)
-					tmp[p->samples[by[k]].node]++;
-			for (size_t i = g->n_order; i-- > 1;)
+					(fg_idle(p, by[k]) ? tmpi : tmp)[p->samples[by[k]].node]++;
+			for (size_t i = g->n_order; i-- > 1;) {
 				tmp[p->nodes[g->order[i]].parent] += tmp[g->order[i]];
+				tmpi[p->nodes[g->order[i]].parent] += tmpi[g->order[i]];
+			}
 			for (size_t i = 0; i < g->n_order; i++) {
 				uint32_t nd = g->order[i];
-				if (!tmp[nd] || !fg_drawn(g, nd))
+				if ((!tmp[nd] && !tmpi[nd]) || !fg_drawn(g, nd))
 					continue;
 				if (pass == 0)
 					g->tc_first[nd + 1]++;
 				else
-					g->tc[fill[nd]++] = (struct fg_tc){ (uint32_t)t, tmp[nd] };
+					g->tc[fill[nd]++] = (struct fg_tc){ (uint32_t)t, tmp[nd], tmpi[nd] };
 			}
 		}
 		if (pass == 0) {
@@ -290,15 +376,12 @@ static int fg_thread_counts(struct fg *g)
 				goto done;
 		}
 	}
-	if (used < 2) {   /* one thread with samples: nothing to filter */
-		free(g->tc_first);
-		g->tc_first = NULL;
-	}
 	err = RBP_OK;
 done:
 	free(start);
 	free(by);
 	free(tmp);
+	free(tmpi);
 	free(fill);
 	return err;
 }
@@ -377,7 +460,10 @@ static int fg_sort(struct fg *g)
 	return RBP_OK;
 }
 
-/* Step 6: left edges of drawn nodes, in breadth-first (= emission) order. */
+/*
+ * Step 6: left edges of drawn nodes, in breadth-first (= emission) order;
+ * the frames of the other view alone are 0 wide in this one.
+ */
 static void fg_layout(struct fg *g)
 {
 	fg_bfs(g, 1);
@@ -389,7 +475,7 @@ static void fg_layout(struct fg *g)
 			if (!fg_drawn(g, c))
 				break;   /* drawn children come first */
 			g->x[c] = cur;
-			cur += g->incl[c];
+			cur += fg_shown(g, c) ? g->incl[c] : 0;
 		}
 		if (g->p->nodes[n].depth > g->max_depth)
 			g->max_depth = g->p->nodes[n].depth;
@@ -466,17 +552,20 @@ static const char fg_script[] =
 	"    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'),\n"
 	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill'),\n"
 	"    p: g.hasAttribute('data-p') ? +g.getAttribute('data-p') : -1,\n"
+	"    te: g.querySelector('title'),\n"
 	"    tc: (g.getAttribute('data-t') || '').split(',').filter(Boolean).map(function (s) {\n"
-	"      var i = s.indexOf(':'); return [+s.slice(0, i), +s.slice(i + 1)];\n"
+	"      var a = s.split(':'); return [+a[0], +a[1], +(a[2] || 0)];\n"
 	"    }) };\n"
 	"});\n"
-	"F.forEach(function (f) { f.x0 = f.x; f.w0 = f.w; });\n"
-	"/* the thread filter: threads with samples (index, pid, samples, name) */\n"
+	"F.forEach(function (f) { f.x0 = f.x; f.w0 = f.w; f.t0 = f.title; });\n"
+	"/* the thread filter: threads with samples (index, pid, working and idle samples, name) */\n"
 	"var TH = [].map.call(document.querySelectorAll('#threads > text'), function (e) {\n"
 	"  return { t: +e.getAttribute('data-t'), pid: +e.getAttribute('data-pid'),\n"
-	"    n: +e.getAttribute('data-n'), name: e.textContent };\n"
+	"    n: +e.getAttribute('data-n'), i: +(e.getAttribute('data-i') || 0), name: e.textContent };\n"
 	"});\n"
 	"var sel = $('thread'), filter = 'all';\n"
+	"/* the idle control: idle samples shown or not (IDLE0: as written) */\n"
+	"var IB = $('idle'), IDLE0 = !!IB && IB.getAttribute('data-shown') === '1', idle = IDLE0;\n"
 	"var byId = {};\n"
 	"F.forEach(function (f, i) { byId[f.g.id] = f; f.g.__fg = i; });\n"
 	"var total = F.length ? F[0].w : 0, zoomed = null, term = null;\n"
@@ -496,41 +585,68 @@ static const char fg_script[] =
 	"  if (filter[0] === 't') return t === +filter.slice(1);\n"
 	"  return TH.some(function (h) { return h.t === t && h.pid === +filter.slice(1); });\n"
 	"}\n"
-	"/* widths from the chosen threads' samples; edges laid out again, parents\n"
-	"   first, siblings in the order written (the same as the full graph's) */\n"
+	"function count(n) { return n.toLocaleString('en-US'); }\n"
+	"/* widths from the chosen threads' samples, idle ones or not; edges laid\n"
+	"   out again, parents first, siblings in the order written (the same as\n"
+	"   the full graph's) */\n"
 	"function setFilter(v) {\n"
 	"  if (v !== 'all' && !(sel && [].some.call(sel.options, function (o) { return o.value === v; })))\n"
 	"    v = 'all';\n"
 	"  filter = v;\n"
 	"  if (sel) sel.value = v;\n"
-	"  var cur = [];\n"
+	"  var cur = [], same = v === 'all' && idle === IDLE0;\n"
 	"  F.forEach(function (f, i) {\n"
 	"    var w = 0;\n"
-	"    if (v === 'all') w = f.w0;\n"
-	"    else f.tc.forEach(function (p) { if (keep(p[0])) w += p[1]; });\n"
+	"    if (same) w = f.w0;\n"
+	"    else f.tc.forEach(function (p) { if (keep(p[0])) w += p[1] + (idle ? p[2] : 0); });\n"
 	"    f.w = w;\n"
-	"    if (v === 'all') f.x = f.x0;\n"
+	"    if (same) f.x = f.x0;\n"
 	"    else if (f.p >= 0) { f.x = cur[f.p]; cur[f.p] += w; } else f.x = 0;\n"
 	"    cur[i] = f.x;\n"
 	"  });\n"
 	"  total = F.length ? F[0].w : 0;\n"
+	"  F.forEach(function (f) {\n"
+	"    f.title = same ? f.t0 : f.name + ' (' + count(f.w) + ' sample' + (f.w === 1 ? '' : 's') +\n"
+	"      ', ' + (total ? 100 * f.w / total : 0).toFixed(2) + '%)';\n"
+	"    if (f.te.textContent !== f.title) f.te.textContent = f.title;\n"
+	"  });\n"
+	"  if ($('count')) $('count').textContent = count(total);\n"
 	"}\n"
 	"function option(v, text) {\n"
 	"  var o = document.createElementNS('http://www.w3.org/1999/xhtml', 'option');\n"
 	"  o.value = v; o.textContent = text; sel.appendChild(o);\n"
 	"}\n"
-	"if (sel) {\n"
-	"  var pids = {}, np;\n"
-	"  TH.forEach(function (h) { pids[h.pid] = (pids[h.pid] || 0) + h.n; });\n"
+	"/* the filter's choices: the processes and threads with samples in this\n"
+	"   view; no filter for one thread */\n"
+	"function options() {\n"
+	"  var pids = {}, np, n = function (h) { return h.n + (idle ? h.i : 0); };\n"
+	"  while (sel.options.length > 1) sel.removeChild(sel.lastChild);\n"
+	"  TH.forEach(function (h) { if (n(h)) pids[h.pid] = (pids[h.pid] || 0) + n(h); });\n"
+	"  $('filter').classList.toggle('hide', TH.filter(n).length < 2);\n"
 	"  np = Object.keys(pids).length;\n"
 	"  if (np > 1) Object.keys(pids).forEach(function (pid) {\n"
 	"    option('p' + pid, 'process ' + pid + ' (' + pids[pid] + ' samples)');\n"
 	"  });\n"
 	"  TH.forEach(function (h) {\n"
-	"    option('t' + h.t, h.name + (np > 1 ? ' of ' + h.pid : '') + ' (' + h.n + ' samples)');\n"
+	"    if (n(h)) option('t' + h.t, h.name + (np > 1 ? ' of ' + h.pid : '') + ' (' + n(h) + ' samples)');\n"
 	"  });\n"
+	"}\n"
+	"if (sel) {\n"
+	"  options();\n"
 	"  sel.addEventListener('change', function () { setFilter(sel.value); zoom(null); });\n"
 	"}\n"
+	"/* idle samples shown (on) or left out: the filter's choices and the\n"
+	"   layout follow; the control says what a click does */\n"
+	"function setIdle(on) {\n"
+	"  if (!IB) return;\n"
+	"  idle = !!on;\n"
+	"  IB.textContent = (idle ? 'Hide' : 'Show') + IB.textContent.slice(4);\n"
+	"  if (sel) options();\n"
+	"  setFilter(filter);\n"
+	"}\n"
+	"if (IB) IB.addEventListener('click', function () {\n"
+	"  setIdle(!idle); zoom(zoomed && zoomed.w ? zoomed : null);\n"
+	"});\n"
 	"function view() {\n"
 	"  return zoomed ? [zoomed.x, zoomed.w, zoomed.d] : [0, total, 0];\n"
 	"}\n"
@@ -555,6 +671,7 @@ static const char fg_script[] =
 	"  $('search').setAttribute('x', w - PAD - 100);\n"
 	"  $('matched').setAttribute('x', w - PAD);\n"
 	"  if ($('filter')) $('filter').setAttribute('x', w - PAD - 300);\n"
+	"  if (IB) IB.setAttribute('x', w - PAD);\n"
 	"}\n"
 	"function zoom(z) {\n"
 	"  zoomed = z && z !== F[0] ? z : null;\n"
@@ -607,6 +724,7 @@ static const char fg_script[] =
 	"  if (zoomed) parts.push('x=' + zoomed.g.id.slice(1));\n"
 	"  if (term !== null) parts.push('s=' + encodeURIComponent(term));\n"
 	"  if (filter !== 'all') parts.push('t=' + filter);\n"
+	"  if (idle !== IDLE0) parts.push('i=' + (idle ? 1 : 0));\n"
 	"  var h = parts.length ? '#' + parts.join('&') : '';\n"
 	"  if (location.hash !== h && !(h === '' && location.hash === '#'))\n"
 	"    history.replaceState(null, '', location.href.split('#')[0] + h);\n"
@@ -614,8 +732,9 @@ static const char fg_script[] =
 	"function load() {\n"
 	"  var q = new URLSearchParams(location.search), h = new URLSearchParams(location.hash.slice(1));\n"
 	"  var x = h.has('x') ? h.get('x') : q.get('x'), s = h.has('s') ? h.get('s') : q.get('s');\n"
-	"  var t = h.has('t') ? h.get('t') : q.get('t');\n"
+	"  var t = h.has('t') ? h.get('t') : q.get('t'), i = h.has('i') ? h.get('i') : q.get('i');\n"
 	"  term = null;\n"
+	"  if (IB) { idle = i === null ? IDLE0 : i === '1'; setIdle(idle); }\n"
 	"  setFilter(t || 'all');\n"
 	"  zoom(x !== null && byId['f' + x] ? byId['f' + x] : null);\n"
 	"  if (s) search(s); else clearSearch();\n"
@@ -648,6 +767,7 @@ static const char fg_script[] =
 	"});\n"
 	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
 	"  filter: function (v) { setFilter(v); zoom(null); },\n"
+	"  idle: function (on) { setIdle(on); zoom(null); },\n"
 	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
 	"fit();\n"
 	"load();\n"
@@ -702,8 +822,10 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 	const struct rbp_profile_meta *m = &g->p->meta;
 	char n[32];
 
-	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s %ssample%s", FG_WIDTH / 2,
-		fg_count(g->total, n), m->on_cpu ? "on-CPU " : "", g->total == 1 ? "" : "s");
+	/* with the idle control, the script rewrites the count (id="count") */
+	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s%s%s %ssample%s", FG_WIDTH / 2,
+		g->n_idle ? "<tspan id=\"count\">" : "", fg_count(g->total, n),
+		g->n_idle ? "</tspan>" : "", m->on_cpu ? "on-CPU " : "", g->total == 1 ? "" : "s");
 	if (m->duration_ns)
 		fprintf(out, " in %.1f s", (double)m->duration_ns / 1e9);
 	if (m->rate_hz)
@@ -723,6 +845,13 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
 		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
 	fg_legend(out);
+	if (g->n_idle) {   /* the idle control, right of the subtitle; says the idle share */
+		uint64_t all = g->hide_idle ? g->alt_total : g->total;
+		fprintf(out, "<text id=\"idle\" class=\"btn\" x=\"%d\" y=\"44\" text-anchor=\"end\" "
+			"data-shown=\"%d\">%s %s idle sample%s (%.1f%%)</text>\n", FG_WIDTH - FG_PAD,
+			!g->hide_idle, g->hide_idle ? "Show" : "Hide", fg_count(g->n_idle, n),
+			g->n_idle == 1 ? "" : "s", all ? 100.0 * (double)g->n_idle / (double)all : 0.0);
+	}
 	if (g->omitted)
 		fprintf(out, "<text id=\"footnote\" x=\"%d\" y=\"%d\">%s frame%s narrower than "
 			"0.1%% of the samples not drawn</text>\n", FG_WIDTH / 2, height - 10,
@@ -732,21 +861,26 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, int height)
 {
 	const struct fg_name *nm = fg_node_name(g, node);
+	int shown = fg_shown(g, node);   /* else in the other view only: hidden, 0 wide */
+	uint64_t sw = shown ? g->incl[node] : 0;
 	double k = g->total ? (double)(FG_WIDTH - 2 * FG_PAD) / (double)g->total : 0;
-	double x = FG_PAD + (double)g->x[node] * k, w = g->total ? (double)g->incl[node] * k
+	double x = FG_PAD + (double)g->x[node] * k, w = g->total ? (double)sw * k
 							: FG_WIDTH - 2 * FG_PAD;
 	int y = height - FG_BOTTOM - (int)(g->p->nodes[node].depth + 1) * FG_FRAME_H;
 	char n[32], fill[32];
 
 	fg_colour(g, node, fill);
-	fprintf(out, "<g class=\"f\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\"",
-		idx, (unsigned long long)g->x[node], (unsigned long long)g->incl[node],
+	fprintf(out, "<g class=\"f%s\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\"",
+		shown ? "" : " hide", idx, (unsigned long long)g->x[node], (unsigned long long)sw,
 		(unsigned)g->p->nodes[node].depth);
-	if (g->tc) {   /* the thread filter: parent frame, then thread:samples pairs */
+	if (g->tc) {   /* the filter: parent frame, then thread:samples[:idle samples] */
 		fprintf(out, " data-p=\"%d\" data-t=\"", node ? (int)g->emit[g->p->nodes[node].parent] : -1);
-		for (uint32_t j = g->tc_first[node]; j < g->tc_first[node + 1]; j++)
+		for (uint32_t j = g->tc_first[node]; j < g->tc_first[node + 1]; j++) {
 			fprintf(out, "%s%u:%llu", j > g->tc_first[node] ? "," : "", g->tc[j].t,
 				(unsigned long long)g->tc[j].c);
+			if (g->tc[j].i)
+				fprintf(out, ":%llu", (unsigned long long)g->tc[j].i);
+		}
 		putc('"', out);
 	}
 	fputs("><title>", out);
@@ -762,21 +896,25 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 
 /*
  * The thread filter's choices: a hidden list of the threads with samples
- * (index, pid, samples, name), and the place of the <select> the script
+ * (index, pid, working and idle samples, name), and the place of the <select> the script
  * fills (a foreignObject, top right, under the Search button).
  */
 static void fg_threads(const struct fg *g, FILE *out)
 {
 	const struct rbp_profile *p = g->p;
+	int seen = 0;   /* threads with samples in the view written */
 
 	fputs("<g id=\"threads\" class=\"hide\">", out);
 	for (uint32_t t = 0; t < p->n_threads; t++) {
-		uint64_t c = 0;
+		uint64_t c = 0, i = 0;
 		for (uint32_t k = g->tc_first[0]; k < g->tc_first[1]; k++)
-			if (g->tc[k].t == t)
+			if (g->tc[k].t == t) {
 				c = g->tc[k].c;
-		if (!c)
+				i = g->tc[k].i;
+			}
+		if (!c && !i)
 			continue;
+		seen += c || !g->hide_idle;
 		struct fg_name nm;
 		char label[256];
 		snprintf(label, sizeof(label), "thread %d%s%s%s", (int)p->threads[t].tid,
@@ -784,16 +922,21 @@ static void fg_threads(const struct fg *g, FILE *out)
 			 p->threads[t].name[0] ? ")" : "");
 		if (fg_sanitize(label, &nm))
 			continue;
-		fprintf(out, "<text data-t=\"%u\" data-pid=\"%d\" data-n=\"%llu\">", t,
+		fprintf(out, "<text data-t=\"%u\" data-pid=\"%d\" data-n=\"%llu\"", t,
 			(int)p->threads[t].pid, (unsigned long long)c);
+		if (i)
+			fprintf(out, " data-i=\"%llu\"", (unsigned long long)i);
+		putc('>', out);
 		fg_xml(out, nm.s, strlen(nm.s));
 		fputs("</text>", out);
 		free(nm.s);
 	}
-	fprintf(out, "</g>\n<foreignObject id=\"filter\" x=\"%d\" y=\"48\" width=\"300\" "
+	/* hidden while the view has one thread (the others only idle) */
+	fprintf(out, "</g>\n<foreignObject id=\"filter\"%s x=\"%d\" y=\"48\" width=\"300\" "
 		"height=\"24\"><select xmlns=\"http://www.w3.org/1999/xhtml\" id=\"thread\" "
 		"style=\"font: 12px monospace; max-width: 300px\"><option value=\"all\">all threads"
-		"</option></select></foreignObject>\n", FG_WIDTH - FG_PAD - 300);
+		"</option></select></foreignObject>\n", seen < 2 ? " class=\"hide\"" : "",
+		FG_WIDTH - FG_PAD - 300);
 }
 
 static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
@@ -806,7 +949,7 @@ static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *ou
 	fg_header(out, &title, height);
 	free(title.s);
 	fg_subtitle(g, out, height);
-	if (g->tc)
+	if (g->tc && g->per_thread)
 		fg_threads(g, out);
 	fputs("<g id=\"frames\">\n", out);
 	for (size_t i = 0; i < g->n_order; i++)
@@ -824,6 +967,7 @@ static void fg_free(struct fg *g)
 	free(g->names);
 	free(g->root.s);
 	free(g->incl);
+	free(g->alt);
 	free(g->x);
 	free(g->first);
 	free(g->kids);
@@ -835,7 +979,7 @@ static void fg_free(struct fg *g)
 
 int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
 {
-	struct fg g = { .p = p };
+	struct fg g = { .p = p, .hide_idle = o && o->hide_idle };
 	int err;
 
 	if (!(g.names = calloc(p->n_frames ? p->n_frames : 1, sizeof(*g.names))) ||

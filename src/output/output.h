@@ -16,6 +16,12 @@
 
 struct rbp_output_opts {
 	const char *title;      /* flame graph title, e.g. "rbpeek: ruby app.rb (pid 123), 10 s" */
+	/*
+	 * The flame graph opens with the samples flagged RBP_SAMPLE_IDLE left
+	 * out, and keeps them behind its idle control (the other writers are
+	 * given a view without them instead).
+	 */
+	int hide_idle;
 };
 
 struct rbp_format {

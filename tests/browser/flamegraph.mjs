@@ -10,7 +10,8 @@
 //   zoom      clicking the widest frame named --zoom makes it full width,
 //             hides a sibling, dims its ancestors and writes #x=ID
 //   url-zoom  that URL opened in a new page shows the same zoomed view
-//   unzoom    "Reset Zoom" restores the widths and the sibling
+//   unzoom    "Reset Zoom" restores the widths, the sibling and the frames
+//             shown (frames of idle samples, when hidden, stay hidden)
 //   search    Ctrl-F + the prompt answered with --search highlights exactly
 //             the matching frames and shows "Matched: N.NN%", equal to the
 //             share computed here from the frames (outermost matches only)
@@ -23,6 +24,14 @@
 //             sits inside its parent, frames of the other threads only are
 //             hidden, the URL says #t=..., which reopens the same view, and
 //             "all threads" brings back the whole graph
+//   idle      with --idle NAME (a recording with idle threads, whose frames
+//             include NAME): with idle samples hidden (the default) the page
+//             opens with no frame NAME, and clicking "Show N idle samples"
+//             adds the N samples to the root's count and the subtitle, draws
+//             NAME, keeps every frame inside its parent and writes #i=1,
+//             which reopens the same view; a second click brings back the
+//             graph as it opened.  Written with --idle, the same the other
+//             way round ("Hide N idle samples" takes them out, #i=0)
 //   processes with --processes N (a --subprocesses recording): the filter
 //             offers N processes, and picking one shows that process's root
 //             frame alone under "all" (the others are hidden)
@@ -42,7 +51,7 @@ let FULL = 1180;  // image width minus margins: set from the page (it fits the w
 
 function parseArgs(argv) {
 	const a = { file: null, name: 'flamegraph', expect: [], zoom: null, search: null,
-		collapsed: null, screenshot: null, filter: null, processes: null };
+		collapsed: null, screenshot: null, filter: null, processes: null, idle: null };
 	for (let i = 0; i < argv.length; i++) {
 		const k = argv[i], v = argv[i + 1];
 		if (k === '--expect') { a.expect.push(v); i++; }
@@ -150,7 +159,7 @@ async function checkZoom(browser, page, url, errors) {
 	now = await frames(page);
 	const uf = now.find((f) => f.id === z.id), us = sib && now.find((f) => f.id === sib.id);
 	report('unzoom', Math.abs(uf.width - before) < 0.01 && (!us || us.shown) &&
-		now.every((f) => f.shown && !f.dimmed) && new URL(page.url()).hash === '',
+		now.every((f, i) => f.shown === fs[i].shown && !f.dimmed) && new URL(page.url()).hash === '',
 	`after Reset Zoom: width ${uf.width} (was ${before}), sibling shown ${us && us.shown}, ` +
 		`url ${page.url()}`);
 }
@@ -216,6 +225,22 @@ async function layout(page) {
 	}));
 }
 
+// What is wrong with a laid-out graph: a root narrower than the image, or a
+// frame outside its parent ('' when nothing).
+function badLayout(fs) {
+	const root = fs.find((f) => f.p < 0);
+	if (Math.abs(root.w - FULL) > 0.01)
+		return `root ${root.w} wide`;
+	// x and width are written rounded to 0.01 px: a child that ends where
+	// its parent does may stick out by up to 0.02 px on paper
+	const outside = fs.filter((f) => f.shown && f.p >= 0 && (!fs[f.p].shown ||
+		f.x < fs[f.p].x - 0.025 || f.x + f.w > fs[f.p].x + fs[f.p].w + 0.025));
+	if (!outside.length)
+		return '';
+	const f = outside[0], q = fs[f.p];
+	return `${outside.length} frames outside their parent (${f.name}: ${f.x}+${f.w} in ${q.shown ? `${q.x}+${q.w}` : 'a hidden parent'})`;
+}
+
 async function checkFilter(browser, page, errors) {
 	const opts = await page.evaluate(() => [...document.querySelectorAll('#thread option')]
 		.map((o) => ({ v: o.value, text: o.textContent })));
@@ -227,17 +252,8 @@ async function checkFilter(browser, page, errors) {
 	for (const o of [mine, ...opts.filter((x) => x.v !== 'all' && x !== mine)]) {
 		await page.selectOption('#thread', o.v);
 		const fs = await layout(page);
-		const byIdx = fs;
-		const root = fs.find((f) => f.p < 0);
-		if (Math.abs(root.w - FULL) > 0.01) probs.push(`${o.text}: root ${root.w} wide`);
-		// x and width are written rounded to 0.01 px: a child that ends where
-		// its parent does may stick out by up to 0.02 px on paper
-		const outside = fs.filter((f) => f.shown && f.p >= 0 && (!byIdx[f.p].shown ||
-			f.x < byIdx[f.p].x - 0.025 || f.x + f.w > byIdx[f.p].x + byIdx[f.p].w + 0.025));
-		if (outside.length) {
-			const f = outside[0], q = byIdx[f.p];
-			probs.push(`${o.text}: ${outside.length} frames outside their parent (${f.name}: ${f.x}+${f.w} in ${q.shown ? `${q.x}+${q.w}` : 'a hidden parent'})`);
-		}
+		const bad = badLayout(fs);
+		if (bad) probs.push(`${o.text}: ${bad}`);
 		if (fs.filter((f) => f.shown).length >= all.filter((f) => f.shown).length)
 			probs.push(`${o.text}: nothing hidden`);
 		if (new URL(page.url()).hash.indexOf(`t=${o.v}`) < 0) probs.push(`${o.text}: URL ${page.url()}`);
@@ -251,8 +267,54 @@ async function checkFilter(browser, page, errors) {
 	}
 	await page.selectOption('#thread', 'all');
 	const back = await layout(page);
-	if (back.some((f, i) => !f.shown || Math.abs(f.w - all[i].w) > 0.01)) probs.push('"all threads" does not bring back the graph');
+	if (back.some((f, i) => f.shown !== all[i].shown || Math.abs(f.w - all[i].w) > 0.01)) probs.push('"all threads" does not bring back the graph');
 	report('filter', probs.length === 0, probs.join('; '));
+}
+
+// The idle control: the samples of idle threads taken out of the graph and
+// put back, or (written with --idle) put in and taken out.
+async function checkIdle(browser, page, errors) {
+	const look = async (p) => {
+		const fs = await layout(p);
+		const ctl = await p.evaluate(() => ({ idle: document.getElementById('idle')?.textContent ?? null,
+			count: document.getElementById('count')?.textContent ?? null }));
+		const m = /^all \(([\d,]+) samples?/.exec(fs.find((f) => f.p < 0).name);
+		return { fs, ...ctl, root: m ? +m[1].replace(/,/g, '') : NaN,
+			named: fs.filter((f) => f.shown && f.name.startsWith(args.idle + ' (')).length,
+			shown: fs.filter((f) => f.shown).length };
+	};
+	const a = await look(page);
+	const m = /^(Show|Hide) ([\d,]+) idle samples? \(\d+\.\d%\)$/.exec(a.idle || '');
+	if (!m)
+		return report('idle', false, `idle control says ${JSON.stringify(a.idle)}, not "Show/Hide N idle samples (P%)"`);
+	const hidden = m[1] === 'Show', n = +m[2].replace(/,/g, ''), probs = [];
+	const [lo, hi] = hidden ? ['opened', 'shown'] : ['hidden', 'opened'];
+	const check = (v, what, idle) => {   // idle: v is the view without idle samples
+		const bad = badLayout(v.fs);
+		if (`${v.root}` !== v.count.replace(/,/g, '')) probs.push(`${what}: root ${v.root} samples, subtitle ${v.count}`);
+		if (bad) probs.push(`${what}: ${bad}`);
+		if (idle ? v.named : !v.named) probs.push(`${what}: ${v.named} ${args.idle} frames shown`);
+	};
+	await page.locator('#idle').click();
+	const b = await look(page), hash = new URL(page.url()).hash;
+	const [h, s] = hidden ? [a, b] : [b, a];   // idle hidden, shown
+	check(h, lo, true);
+	check(s, hi, false);
+	if (s.root !== h.root + n) probs.push(`${hi}: root ${s.root} samples, not ${h.root} + ${n}`);
+	if (s.shown <= h.shown) probs.push(`${hi}: ${s.shown} frames, ${h.shown} when ${lo}`);
+	if (b.idle !== (hidden ? 'Hide' : 'Show') + a.idle.slice(4)) probs.push(`after a click the control says ${b.idle}`);
+	if (hash.indexOf(`i=${hidden ? 1 : 0}`) < 0) probs.push(`after a click: URL ${page.url()}`);
+	const again = await open(browser, page.url(), errors);
+	const c = await look(again);
+	if (c.root !== b.root || c.shown !== b.shown) probs.push(`${page.url()} reopened: root ${c.root}, ${c.shown} frames`);
+	await again.close();
+	await page.locator('#idle').click();
+	const d = await look(page);
+	if (d.root !== a.root || d.named !== a.named || d.idle !== a.idle || new URL(page.url()).hash.indexOf('i=') >= 0 ||
+	    d.fs.some((f, i) => f.shown !== a.fs[i].shown || Math.abs(f.w - a.fs[i].w) > 0.01 || f.name !== a.fs[i].name))
+		probs.push(`clicked twice: root ${d.root}, ${d.named} ${args.idle} frames, control ${d.idle}, url ${page.url()}, ` +
+			'not the graph as opened');
+	report('idle', probs.length === 0, `${n} idle samples: ${probs.join('; ')}`);
 }
 
 // The filter's process choices: one per process, each showing its own
@@ -324,6 +386,8 @@ async function main() {
 			await checkFilter(browser, page, errors);
 		if (args.processes)
 			await checkProcesses(page);
+		if (args.idle)
+			await checkIdle(browser, page, errors);
 		for (const w of [1200, 700])
 			await checkWidth(browser, url, errors, w);
 		report('errors', errors.length === 0, errors.join('; '));

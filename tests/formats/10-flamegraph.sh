@@ -11,6 +11,11 @@
 #   browser/...  tests/browser/flamegraph.mjs in headless Chromium: no JS
 #                errors, frames present, click to zoom, Reset Zoom, Ctrl-F
 #                search with the right "Matched:", state in the URL
+#                and the idle control: the watchdog thread's Kernel#sleep
+#                (idle: waiting, never working) is left out as the SVG opens
+#                and shown / hidden again by the control
+#   idle-shown/... the same written with --idle (report --idle): the sleep
+#                drawn as the SVG opens, hidden and shown again by the control
 #   processes/...  the same on a --subprocesses recording of a process and
 #                its forked worker: the filter picks each process alone
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
@@ -98,8 +103,16 @@ run_browser() {
 		--expect 'Workload::Cruncher#crunch_numbers' --expect 'Workload::Cruncher#build_strings' \
 		--expect 'Kernel#loop' --zoom 'Workload::Cruncher#build_strings' \
 		--search 'crunch_numbers|Cruncher\.dive' --collapsed "$work/folded.txt" \
-		--filter background --screenshot "$SHOTS/flamegraph.png" 2>&1)
+		--filter background --idle 'Kernel#sleep' --screenshot "$SHOTS/flamegraph.png" 2>&1)
 	node_results browser $? "$out"
+	# written with --idle: the watchdog's sleep drawn, and the control hides it
+	if ! "$RBPEEK" report -i "$raw" --idle -o "$work/idle.svg" 2>"$work/idle.err"; then
+		fail idle-shown "report --idle: $(tail -n 2 "$work/idle.err" | tr '\n' ' ')"
+	else
+		out=$(timeout 300 node tests/browser/flamegraph.mjs "$work/idle.svg" --name flamegraph/idle-shown \
+			--idle 'Kernel#sleep' 2>&1)
+		node_results idle-shown $? "$out"
+	fi
 	record_processes || return
 	out=$(timeout 300 node tests/browser/flamegraph.mjs "$work/procs.svg" --name flamegraph/processes \
 		--filter main --processes 2 2>&1)

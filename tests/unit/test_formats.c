@@ -116,10 +116,12 @@ static int build(struct rbp_profile *p)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int write_mem(const char *format, const struct rbp_profile *p, char **buf, size_t *len)
+/* format's output of p into *buf (malloc'd), idle samples left out under hide_idle. */
+static int write_mem_idle(const char *format, const struct rbp_profile *p, int hide_idle,
+			  char **buf, size_t *len)
 {
 	const struct rbp_format *f = rbp_format_find(format);
-	struct rbp_output_opts oo = { .title = TITLE };
+	struct rbp_output_opts oo = { .title = TITLE, .hide_idle = hide_idle };
 	FILE *m;
 	int err;
 
@@ -131,6 +133,11 @@ static int write_mem(const char *format, const struct rbp_profile *p, char **buf
 	if (fclose(m) && !err)
 		err = RBP_EIO;
 	return err;
+}
+
+static int write_mem(const char *format, const struct rbp_profile *p, char **buf, size_t *len)
+{
+	return write_mem_idle(format, p, 0, buf, len);
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -618,6 +625,64 @@ int main(void)
 			free(again);
 			free(buf);
 		}
+	}
+
+	/*
+	 * Thread 1's two samples in Kernel#sleep (stack D) waiting for work:
+	 * the flame graph opens without them (golden flamegraph-idle) and keeps
+	 * them, hidden and 0 wide, behind its idle control; with them kept
+	 * (--idle) the same control hides them.
+	 */
+	TEST("flame graph: idle samples hidden behind a control, or shown") {
+		p.sample_flags[1] |= RBP_SAMPLE_IDLE;
+		p.sample_flags[3] |= RBP_SAMPLE_IDLE;
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &p, 1, &buf, &len), RBP_OK);
+		CHECK(check_golden("flamegraph-idle", buf, len));
+		CHECK(buf && strstr(buf, "<tspan id=\"count\">12</tspan> samples"));
+		CHECK(buf && strstr(buf, "data-shown=\"0\">Show 2 idle samples (14.3%)</text>"));
+		CHECK(buf && strstr(buf, "<g class=\"f\" id=\"f0\" data-x=\"0\" data-w=\"12\""));
+		/* the sleep: written, hidden, 0 wide; thread 1's working and idle samples */
+		CHECK(buf && strstr(buf, "<g class=\"f hide\"") &&
+		      strstr(strstr(buf, "<g class=\"f hide\""), "<title>Kernel#sleep ("));
+		CHECK(buf && strstr(buf, "data-t=\"0:6,1:4:2,2:2\""));
+		CHECK(buf && strstr(buf, "data-pid=\"4242\" data-n=\"4\" data-i=\"2\""));
+		free(buf);
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &p, 0, &buf, &len), RBP_OK);
+		CHECK(buf && strstr(buf, "data-shown=\"1\">Hide 2 idle samples (14.3%)</text>"));
+		CHECK(buf && strstr(buf, "<g class=\"f\" id=\"f0\" data-x=\"0\" data-w=\"14\""));
+		CHECK(buf && !strstr(buf, "<g class=\"f hide\""));
+		free(buf);
+		p.sample_flags[1] &= (uint8_t)~RBP_SAMPLE_IDLE;
+		p.sample_flags[3] &= (uint8_t)~RBP_SAMPLE_IDLE;
+	}
+
+	/*
+	 * One thread (no thread filter) working and waiting: the idle control
+	 * still gets each frame's working and idle samples, as one group
+	 * ("0:work:idle"), and there is no thread list.
+	 */
+	TEST("flame graph: the idle control without the thread filter") {
+		struct rbp_profile q;
+		uint32_t fw, fs, nw, ns, th;
+
+		CHECK_EQ_INT(rbp_profile_init(&q), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_frame(&q, "Object#work", "/a.rb", 2, 1, RBP_PFRAME_RUBY, &fw), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_frame(&q, "IO.select", "", 0, 0, RBP_PFRAME_CFUNC, &fs), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_child(&q, 0, fw, &nw), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_child(&q, nw, fs, &ns), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_thread(&q, 7, 7, "main", &th), RBP_OK);
+		for (int i = 0; i < 10; i++)
+			CHECK_EQ_INT(rbp_profile_add(&q, (uint64_t)i * 10000000, th, i < 3 ? nw : ns,
+						     i < 3 ? RBP_SAMPLE_GVL : RBP_SAMPLE_IDLE), RBP_OK);
+		CHECK_EQ_INT(write_mem_idle("flamegraph", &q, 1, &buf, &len), RBP_OK);
+		CHECK(buf && !strstr(buf, "id=\"threads\"") && !strstr(buf, "id=\"filter\""));
+		CHECK(buf && strstr(buf, "data-shown=\"0\">Show 7 idle samples (70.0%)</text>"));
+		CHECK(buf && strstr(buf, "data-x=\"0\" data-w=\"3\" data-d=\"0\" data-p=\"-1\" "
+				    "data-t=\"0:3:7\""));
+		CHECK(buf && strstr(buf, "<g class=\"f hide\"") &&
+		      strstr(strstr(buf, "<g class=\"f hide\""), "data-t=\"0:0:7\"><title>IO.select ("));
+		free(buf);
+		rbp_profile_free(&q);
 	}
 
 	TEST("pprof decodes as profile.proto and matches its golden dump") {
