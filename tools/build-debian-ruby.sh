@@ -9,6 +9,9 @@
 #
 #   tools/build-debian-ruby.sh [VARIANT...]   build the missing ones (default: all)
 #   tools/build-debian-ruby.sh --list         print "VARIANT DIR" for ready ones
+#   tools/build-debian-ruby.sh --deps         only install the build dependencies
+#                                             (apt; the build itself then uses none
+#                                             of the machine's apt state)
 #
 # Variants, each in $RBPEEK_DEBSRC/<variant>/ (default /var/cache/rbpeek/debsrc),
 # a READY file marking a finished one (an interrupted build is redone):
@@ -142,6 +145,7 @@ mkdir -p "$root"
 exec 9>"$root/.lock"
 flock -w 3600 9 || { echo "build-debian-ruby.sh: $root/.lock still held after 60 min" >&2; exit 1; }
 install_deps >"$root/deps.log" 2>&1 || { echo "build-debian-ruby.sh: installing $deps failed, see $root/deps.log" >&2; exit 1; }
+[ "${1:-}" = --deps ] && exit 0
 t0=$(date +%s)
 fetch_source >"$root/src.log" 2>&1 || { echo "build-debian-ruby.sh: apt-get source $package failed, see $root/src.log" >&2; exit 1; }
 echo "build-debian-ruby.sh: source ready ($(($(date +%s) - t0)) s)" >&2
