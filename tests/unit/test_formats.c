@@ -491,6 +491,20 @@ static int read_raw_bytes(const void *data, size_t len, char **collapsed, size_t
 }
 
 /* Gzip bytes with our own stream writer. */
+/* p as a raw file at path: RBP_OK, the writer's error, or RBP_EIO. */
+static int write_raw(const struct rbp_profile *p, const char *path)
+{
+	FILE *f = fopen(path, "wb");
+	int err;
+
+	if (!f)
+		return RBP_EIO;
+	err = rbp_raw_write(p, f);
+	if (fclose(f) && !err)
+		err = RBP_EIO;
+	return err;
+}
+
 /* LEB128 varint at data[at]: its value in *v, the offset after it (len when cut short). */
 static size_t read_varint(const uint8_t *data, size_t len, size_t at, uint64_t *v)
 {
@@ -731,12 +745,7 @@ int main(void)
 
 	TEST("raw round trip gives the same output in every format") {
 		CHECK(have_dir);
-		FILE *f = fopen(raw_path, "wb");
-		CHECK(f != NULL);
-		if (f) {
-			CHECK_EQ_INT(rbp_raw_write(&p, f), RBP_OK);
-			CHECK(fclose(f) == 0);
-		}
+		CHECK_EQ_INT(write_raw(&p, raw_path), RBP_OK);
 		struct rbp_profile q;
 		CHECK_EQ_INT(rbp_raw_read(raw_path, &q), RBP_OK);
 		CHECK_EQ_INT(q.n_samples, p.n_samples);
@@ -851,12 +860,7 @@ int main(void)
 		CHECK(text && strstr(text, "\"cpu\"") && !strstr(text, "\"wall\""));
 		free(text);
 		free(buf);
-		FILE *f = fopen(raw_path, "wb");
-		CHECK(f != NULL);
-		if (f) {
-			CHECK_EQ_INT(rbp_raw_write(&p, f), RBP_OK);
-			CHECK(fclose(f) == 0);
-		}
+		CHECK_EQ_INT(write_raw(&p, raw_path), RBP_OK);
 		CHECK_EQ_INT(rbp_raw_read(raw_path, &q), RBP_OK);
 		CHECK_EQ_INT(q.meta.on_cpu, 1);
 		rbp_profile_free(&q);

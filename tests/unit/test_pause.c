@@ -125,42 +125,39 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* How many threads of pid are in state st; *total gets the thread count. */
-static size_t count_state(pid_t pid, char st, size_t *total)
+/*
+ * How many threads of pid are in state st; *total gets the thread count,
+ * *live (when not NULL) the threads that can still run: listed, readable,
+ * neither zombie nor dead.
+ */
+static size_t count_tasks(pid_t pid, char st, size_t *total, size_t *live)
 {
 	pid_t *tids;
-	size_t n, hits = 0;
+	size_t n, hits = 0, can_run = 0;
 
 	*total = 0;
+	if (live)
+		*live = 0;
 	if (rbp_task_list(pid, &tids, &n))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct rbp_task_info ti;
 
-		if (!rbp_task_info(pid, tids[i], &ti) && ti.state == st)
-			hits++;
+		if (rbp_task_info(pid, tids[i], &ti))
+			continue;
+		hits += ti.state == st;
+		can_run += ti.state != 'Z' && ti.state != 'X';
 	}
 	free(tids);
 	*total = n;
+	if (live)
+		*live = can_run;
 	return hits;
 }
 
-/* Threads of pid that can still run: listed, readable, neither zombie nor dead. */
-static size_t count_live(pid_t pid)
+static size_t count_state(pid_t pid, char st, size_t *total)
 {
-	pid_t *tids;
-	size_t n, live = 0;
-
-	if (rbp_task_list(pid, &tids, &n))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		struct rbp_task_info ti;
-
-		if (!rbp_task_info(pid, tids[i], &ti) && ti.state != 'Z' && ti.state != 'X')
-			live++;
-	}
-	free(tids);
-	return live;
+	return count_tasks(pid, st, total, NULL);
 }
 
 /* Counter of spinner i read from the child. */
@@ -351,8 +348,7 @@ static void test_churn(int kind)
 			 * zombie until it is collected: it cannot run, and it is
 			 * not held.
 			 */
-			stopped = count_state(pid, 't', &total);
-			live = count_live(pid);
+			stopped = count_tasks(pid, 't', &total, &live);
 			CHECK(stopped == live && live >= NSPIN + 1);
 			CHECK_EQ_INT(rbp_pause_nthreads(p), live);
 			if (i == 0)
