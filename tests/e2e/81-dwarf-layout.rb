@@ -1,12 +1,15 @@
 # frozen_string_literal: true
+# e2e-timeout: 450 (every DWARF Ruby found: four took 84 s at load 7; CI runs at load 9-30)
 #
 # 81-dwarf-layout.rb - layouts read from a Ruby's own DWARF at run time.
 # Every Ruby found where version managers install them (/opt/rubies/*,
-# ~/.rubies/*, ~/.rbenv/versions/*, mise, asdf) and in RBPEEK_TEST_RUBIES
-# (colon-separated prefixes or bin/ruby paths) whose libruby (or ruby,
-# when linked statically) carries DWARF is tested; a Ruby without it is
-# skipped with the reason.  For each, with the test names prefixed
-# "dwarf-X.Y.Z/":
+# ~/.rubies/*, ~/.rbenv/versions/*, mise, asdf), in RBPEEK_TEST_RUBIES
+# (colon-separated prefixes or bin/ruby paths) and built by
+# tools/build-debian-ruby.sh (Debian's ruby3.3 source, unstripped: the DWARF
+# Ruby of every machine that ran .ci/run) whose libruby (or ruby, when
+# linked statically) carries DWARF is tested; a Ruby without it is skipped
+# with the reason.  For each, with the test names prefixed "dwarf-X.Y.Z/"
+# ("dwarf-X.Y.Z@debsrc:VARIANT/" for the Debian-source builds):
 #   oracle/NAME         the expectation holds on that Ruby (its own
 #                       Thread#backtrace_locations)
 #   inspect             `rbpeek inspect` says the layout came from the DWARF
@@ -126,13 +129,17 @@ ensure
   FileUtils.rm_rf(dir) if dir
 end
 
-# bin/ruby of every Ruby a developer may have installed, and of RBPEEK_TEST_RUBIES.
+# [suffix of the test names, bin/ruby] of every Ruby a developer may have
+# installed, of RBPEEK_TEST_RUBIES, and of tools/build-debian-ruby.sh's
+# builds (lib/found_rubies.rb; root only).
 def candidate_rubies
   home = Dir.home
   globs = ["/opt/rubies/*", "#{home}/.rubies/*", "#{home}/.rbenv/versions/*",
            "#{home}/.local/share/mise/installs/ruby/*", "#{home}/.asdf/installs/ruby/*"]
   entries = globs.flat_map { |g| Dir.glob(g).sort } + ENV.fetch("RBPEEK_TEST_RUBIES", "").split(":").reject(&:empty?)
-  entries.map { |e| File.directory?(e) ? File.join(e, "bin", "ruby") : e }.uniq
+  mine = entries.map { |e| ["", File.directory?(e) ? File.join(e, "bin", "ruby") : e] }
+  debsrc = FoundRubies.candidates.select { |origin, _| origin.start_with?("debsrc:") }.map { |o, exe| ["@#{o}", exe] }
+  (mine + debsrc).uniq { |_, bin| bin }
 end
 
 # [version, the file Ruby lives in] of a bin/ruby, or raises: the libruby it
@@ -186,13 +193,13 @@ test("no-dwarf/nested") do
 end
 
 found = 0
-candidate_rubies.each do |bin|
+candidate_rubies.each do |suffix, bin|
   unless File.executable?(bin)
     skip("dwarf-#{bin}", "#{bin} is not an executable")
     next
   end
   version, file = ruby_facts(bin)
-  pre = "dwarf-#{version}"
+  pre = "dwarf-#{version}#{suffix}"
   unless File.file?(file) && has_dwarf?(file)
     names_for(pre).each { |n| skip(n, "#{file} has no DWARF (.debug_info)") }
     next
@@ -271,5 +278,5 @@ candidate_rubies.each do |bin|
 rescue StandardError, Timeout::Error => e
   fail("dwarf-#{bin}", "#{e.class}: #{e.message} (#{e.backtrace&.first})")
 end
-skip("dwarf/any", "no Ruby with DWARF in /opt/rubies, ~/.rubies, ~/.rbenv, mise, asdf or RBPEEK_TEST_RUBIES") if found.zero?
+skip("dwarf/any", "no Ruby with DWARF in #{FoundRubies.where}") if found.zero?
 finish

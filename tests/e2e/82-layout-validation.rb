@@ -17,6 +17,13 @@
 #                                  its libruby's version patched one minor
 #                                  up: snapshot and record work, with one
 #                                  warning naming the assumption
+#   layout/unknown-version-assumed-stripped
+#                                  the same on a stripped distribution build
+#                                  (no DWARF, no VM symbol): the newest
+#                                  Debian chroot Ruby whose next minor has no
+#                                  table (3.4 reading as 3.5), its libruby
+#                                  patched inside the chroot; the default
+#                                  --layout auto (what a user runs)
 #   layout/bp-check-refused        Ruby 3.3 built with -DVM_DEBUG_BP_CHECK=1
 #                                  (tools/build-debian-ruby.sh bpcheck; every
 #                                  control frame one word longer), stripped:
@@ -25,11 +32,13 @@
 #                                  layout from the DWARF (cfp.size 64, not
 #                                  the table's 56) and exactly the right stack
 require_relative "lib/e2e"
+require_relative "lib/chroot"
 require "tmpdir"
 include E2E
 
 NAMES = %w[layout/forced-other-versions layout/unknown-version-refused
-           layout/unknown-version-assumed layout/bp-check-refused layout/bp-check-dwarf-exact].freeze
+           layout/unknown-version-assumed layout/unknown-version-assumed-stripped
+           layout/bp-check-refused layout/bp-check-dwarf-exact].freeze
 exit 0 if skip_without_rbpeek(NAMES)
 
 TMP = Dir.mktmpdir("rbpeek-82-")
@@ -53,15 +62,16 @@ def version_offset(lib)
   raise "#{lib}: ruby_version not in a loaded segment"
 end
 
-# A copy of libruby (under its soname, in a new directory) whose ruby_version
-# reads `version` (same length as the original); returns the directory.
-def patched_libruby(lib, soname, version)
+# A copy of libruby (under its soname, in a new directory under parent)
+# whose ruby_version reads `version` (same length as the original); returns
+# the directory.
+def patched_libruby(lib, soname, version, parent: TMP)
   off, size = version_offset(lib)
   bytes = File.binread(lib)
   old = bytes[off, size].delete("\0")
   raise "version #{old.inspect} and #{version.inspect} differ in length" if old.size != version.size
 
-  dir = Dir.mktmpdir("lib", TMP)
+  dir = Dir.mktmpdir("lib", parent)
   bytes[off, version.size] = version
   File.binwrite(File.join(dir, soname), bytes)
   dir
@@ -189,6 +199,39 @@ def newest_table_rubies
   [newest, found]
 end
 
+# What must hold of a process whose Ruby reads as `fake`, newer than every
+# table: snapshot and record work with exactly one warning naming the
+# assumption, and the snapshot is exact (spec).
+def assumed_problems(pid, fake, spec, flags)
+  problems = []
+  r = rbpeek("snapshot", "--pid", pid, "--json", *flags)
+  warn_re = /\Arbpeek: warning: no layout for Ruby #{Regexp.escape(fake)}; using Ruby [0-9.]+'s, the nearest older one/
+  warnings = r.stderr.lines.grep(/warning/)
+  problems << "snapshot: #{r.describe}" unless r.status&.zero?
+  problems << "snapshot: warnings #{warnings.inspect}, expected one naming the assumption" unless
+    warnings.size == 1 && warnings[0] =~ warn_re
+  problems.concat(snapshot_problems(pid, spec, fake, flags)) if problems.empty?
+  out = File.join(TMP, "rec.#{pid}.collapsed")
+  rec = rbpeek("record", "--pid", pid, "-d", "1", "-f", "collapsed", "-o", out, *flags, "--idle",
+               timeout: 30) # --idle: the parked workers are what is checked
+  problems << "record: #{rec.describe}" unless rec.status&.zero?
+  problems << "record: no warning: #{rec.stderr.inspect}" unless rec.stderr =~ /^rbpeek: warning: no layout for Ruby/
+  if rec.status&.zero?
+    text = File.read(out)
+    %w[Worker#park Worker#spin Kernel#sleep].each do |l|
+      problems << "record: no stack with #{l}" unless text.include?(l)
+    end
+  end
+  problems
+end
+
+# The version one minor up (same length), or nil.
+def next_minor(version)
+  major, minor = version.split(".").map(&:to_i)
+  fake = version.sub(/\A\d+\.\d+/, "#{major}.#{minor + 1}")
+  fake.size == version.size ? fake : nil
+end
+
 test("layout/unknown-version-assumed") do
   newest, rubies = newest_table_rubies
   if rubies.empty?
@@ -198,9 +241,8 @@ test("layout/unknown-version-assumed") do
 
   ruby = rubies.first
   own = version_of(ruby)
-  major, minor = own.split(".").map(&:to_i)
-  fake = own.sub(/\A\d+\.\d+/, "#{major}.#{minor + 1}")
-  next skip("layout/unknown-version-assumed", "cannot make a #{own.size}-byte version") if fake.size != own.size
+  fake = next_minor(own)
+  next skip("layout/unknown-version-assumed", "cannot make a #{own.size}-byte version") unless fake
 
   lib, soname = libruby_of(ruby)
   dir = patched_libruby(lib, soname, fake)
@@ -211,26 +253,40 @@ test("layout/unknown-version-assumed") do
 
     # --layout table: a hand-built Ruby keeps its DWARF, which would give the
     # layout outright; what is tested is the table fallback of a stripped one
-    r = rbpeek("snapshot", "--pid", pid, "--json", "--layout", "table")
-    warn_re = /\Arbpeek: warning: no layout for Ruby #{Regexp.escape(fake)}; using Ruby [0-9.]+'s, the nearest older one/
-    warnings = r.stderr.lines.grep(/warning/)
-    problems << "snapshot: #{r.describe}" unless r.status&.zero?
-    problems << "snapshot: warnings #{warnings.inspect}, expected one naming the assumption" unless
-      warnings.size == 1 && warnings[0] =~ warn_re
-    problems.concat(snapshot_problems(pid, spec, fake)) if problems.empty?
-    out = File.join(TMP, "rec.collapsed")
-    rec = rbpeek("record", "--pid", pid, "-d", "1", "-f", "collapsed", "-o", out, "--layout", "table", "--idle",
-                 timeout: 30) # --idle: the parked workers are what is checked
-    problems << "record: #{rec.describe}" unless rec.status&.zero?
-    problems << "record: no warning: #{rec.stderr.inspect}" unless rec.stderr =~ /^rbpeek: warning: no layout for Ruby/
-    if rec.status&.zero?
-      text = File.read(out)
-      %w[Worker#park Worker#spin Kernel#sleep].each do |l|
-        problems << "record: no stack with #{l}" unless text.include?(l)
-      end
-    end
+    problems.concat(assumed_problems(pid, fake, spec, %w[--layout table]))
   end
   report("layout/unknown-version-assumed", problems, "Ruby #{own} (#{ruby}) reading as #{fake}")
+end
+
+test("layout/unknown-version-assumed-stripped") do
+  name = "layout/unknown-version-assumed-stripped"
+  next skip(name, "needs root (chroot)") unless root?
+
+  rubies, missing = Chroots.prepare(timeout: 90)
+  known = known_versions
+  ruby = rubies.select { |r| (f = next_minor(r.version)) && !known.include?(f[/\A\d+\.\d+/]) && r.libruby }
+               .max_by { |r| Gem::Version.new(r.version) }
+  next skip(name, "no Debian chroot Ruby whose next minor has no table (ready: #{rubies.map(&:xy).join(' ')}; " \
+                  "missing: #{missing.keys.join(' ')})") unless ruby
+
+  fake = next_minor(ruby.version)
+  soname = run(["readelf", "-dW", ruby.libruby]).stdout[/\(SONAME\).*\[(\S+)\]/, 1]
+  next fail(name, "no SONAME in #{ruby.libruby}") unless soname
+
+  inner_dir = patched_libruby(ruby.libruby, soname, fake, parent: ruby.host_path(Chroots::INNER))
+  inner = inner_dir.delete_prefix(ruby.dir.chomp("/"))
+  spec, = Chroots.spec("threads", ruby)
+  problems = []
+  # RUBYOPT=--disable-gems: RubyGems refuses a RUBY_VERSION not its own
+  Chroots.with_target(ruby, "threads", env: { "LD_LIBRARY_PATH" => inner, "RUBYOPT" => "--disable-gems" }) do |t|
+    next problems << "target did not load #{inner}" unless File.read("/proc/#{t.pid}/maps").include?(inner)
+
+    i = rbpeek("inspect", "--pid", t.pid)
+    problems << "inspect: #{i.describe}" unless i.status&.zero?
+    problems << "inspect: not a table layout: #{i.stdout[/^layout:.*$/].inspect}" unless i.stdout =~ /^layout:\s+table:/
+    problems.concat(assumed_problems(t.pid, fake, spec, []))
+  end
+  report(name, problems, "Debian's Ruby #{ruby.version} (stripped) reading as #{fake}")
 end
 
 # The -DVM_DEBUG_BP_CHECK=1 miniruby (stripped, or with its DWARF) running

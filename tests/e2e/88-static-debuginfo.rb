@@ -2,9 +2,10 @@
 #
 # 88-static-debuginfo.rb - two build shapes issue 4 names:
 #   - a `ruby` executable with Ruby linked in statically (no libruby.so);
-#   - a stripped Ruby whose symbols come from split debug info installed
-#     under /usr/lib/debug/.build-id (as a distribution's -dbgsym package
-#     does), looked for in the target's own root (here: a chroot).
+#   - a stripped Ruby whose symbols and struct layout (the DWARF) come from
+#     split debug info installed under /usr/lib/debug/.build-id (as a
+#     distribution's -dbgsym package does), looked for in the target's own
+#     root (here: a chroot); without it, the layout table of its version.
 # The static Ruby is the "yjit" variant of tools/build-debian-ruby.sh (Debian's
 # ruby3.3 source configured --disable-shared, unstripped); without it these
 # tests are skipped.  The expected stack is Ruby's own: the target prints its
@@ -124,17 +125,20 @@ begin
         fail("debuginfo/used", "inspect does not name the debug file:\n#{out}")
       elsif !out.include?("found by ruby_global_symbols")
         fail("debuginfo/used", "the symbol table was not found by name:\n#{out}")
+      elsif !out.match?(%r{^layout:\s+dwarf: /usr/lib/debug/\.build-id/\h\h/\h+\.debug \(Ruby })
+        fail("debuginfo/used", "the layout is not from the split debug info's DWARF:\n#{out}")
       elsif got != want
         fail("debuginfo/used", "got #{got.inspect}, Ruby shows #{want.inspect}")
       else
-        ok("debuginfo/used")
+        ok("debuginfo/used", "symbols and layout from the .build-id debug file")
       end
     end
     test("debuginfo/absent") do
       FileUtils.rm_f(dbg)
       out = rbpeek("inspect", "--pid", pid).stdout
       got = main_frames(rbpeek("snapshot", "--pid", pid, "--json"))
-      if !out.include?("debug info:      (none used)") || !out.include?("decoded rb_sym_immortal_count")
+      if !out.include?("debug info:      (none used)") || !out.include?("decoded rb_sym_immortal_count") ||
+         !out.match?(/^layout:\s+table: 3\.3\./)
         fail("debuginfo/absent", out)
       elsif got != want
         fail("debuginfo/absent", "got #{got.inspect}, Ruby shows #{want.inspect}")

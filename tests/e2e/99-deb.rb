@@ -73,6 +73,13 @@ check("deb/build") do |p|
   %w[libc6 libdw1 libelf1 libbpf1 zlib1g].each { |l| p << "rbpeek Depends lacks #{l}: #{dep[debs['rbpeek']]}" unless dep[debs["rbpeek"]].include?(l) }
   lib = "libruby#{RbConfig::CONFIG['MAJOR']}.#{RbConfig::CONFIG['MINOR']}"
   p << "rbpeek-tracer Depends lacks #{lib}: #{dep[debs['rbpeek-tracer']]}" unless dep[debs["rbpeek-tracer"]].include?(lib)
+  # the agent's unit and its config (a conffile: dpkg keeps the admin's edits)
+  main_files = run(["dpkg-deb", "-c", debs["rbpeek"]]).stdout
+  %w[./lib/systemd/system/rbpeek-agent.service ./etc/rbpeek/agent.conf].each do |f|
+    p << "rbpeek has no #{f}" unless main_files.lines.any? { |l| l.split.last == f }
+  end
+  conffiles = run(["dpkg-deb", "-I", debs["rbpeek"], "conffiles"]).stdout
+  p << "/etc/rbpeek/agent.conf is not a conffile: #{conffiles.inspect}" unless conffiles.lines.map(&:strip).include?("/etc/rbpeek/agent.conf")
   files = run(["dpkg-deb", "-c", debs["rbpeek-tracer"]]).stdout
   abi = RbConfig::CONFIG["ruby_version"]
   p << "rbpeek-tracer has no usr/lib/rbpeek/ruby/#{abi}/rbpeek/trace_ext.so" unless files.include?("./usr/lib/rbpeek/ruby/#{abi}/rbpeek/trace_ext.so")

@@ -1,10 +1,19 @@
 /*
- * test_layout.c - version lookup and sanity of the generated layout tables.
+ * test_layout.c - version lookup and sanity of the generated layout tables,
+ * and the one seam for versions: no file under src/ruby/ but layout.c
+ * decides a shape from a version number or an absent (-1) offset.
+ *
+ * Run from the top of the tree (tests/run does).
  */
 #include "ruby/layout.h"
 #include "harness.h"
 
+#include <dirent.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The offsets of one struct must be distinct (ignoring absent fields and
  * the unions listed by the caller). */
@@ -29,6 +38,65 @@ static int version_le(const char *a, const char *b)
 	if (a1 != b1) return a1 < b1;
 	if (a2 != b2) return a2 < b2;
 	return a3 <= b3;
+}
+
+/*
+ * Lines of the C files in dir that test a layout's version or an absent
+ * offset: a layout's major/minor read (L->major, l->minor, layout.minor)
+ * or a layout field compared with -1 or with 0 as a sign (L->cfp.iseq < 0,
+ * vm->L->id.chunk_data >= 0, L->x == -1).  Files that may: layout.c (the
+ * seam), layout_dwarf.c (fills major/minor from a version string) and
+ * layout_fields.c (the field list).  Each offending line is printed on
+ * stderr unless quiet; returns their count, or -1 when dir cannot be read.
+ */
+static int version_tests_outside_layout_c(const char *dir, int quiet)
+{
+	static const char *const allowed[] = { "layout.c", "layout_dwarf.c", "layout_fields.c" };
+	regex_t re;
+	DIR *d;
+	struct dirent *e;
+	int bad = 0;
+
+	if (regcomp(&re, "\\<(L|l|layout)(->|\\.)(major|minor)\\>|"
+			 "\\<(L|l|layout)->[a-z_]+(\\.[a-z_]+)* *(< *0|>= *0|[!=]= *-1)\\>",
+		    REG_EXTENDED | REG_NOSUB))
+		return -1;
+	if (!(d = opendir(dir))) {
+		regfree(&re);
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), k;
+		char path[512], line[1024];
+		FILE *f;
+		int lineno = 0;
+
+		if (n < 3 || strcmp(e->d_name + n - 2, ".c"))
+			continue;
+		for (k = 0; k < sizeof(allowed) / sizeof(allowed[0]); k++)
+			if (!strcmp(e->d_name, allowed[k]))
+				break;
+		if (k < sizeof(allowed) / sizeof(allowed[0]))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (!(f = fopen(path, "r"))) {
+			bad++;
+			continue;
+		}
+		while (fgets(line, sizeof(line), f)) {
+			lineno++;
+			if (!regexec(&re, line, 0, NULL, 0)) {
+				if (!quiet)
+					fprintf(stderr, "%s:%d: a version or -1 offset tested outside layout.c: %s",
+						path, lineno, line);
+				bad++;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	regfree(&re);
+	return bad;
 }
 
 int main(void)
@@ -323,6 +391,24 @@ int main(void)
 			CHECK(l->heap_page.slot_size_base == (l->major > 4 || (l->major == 4 && l->minor >= 1) ? 32 : 40));
 			CHECK(l->heap_page.page_size >= 16 * 1024 - 64 && l->heap_page.page_size <= 64 * 1024);
 		}
+	}
+	TEST("only layout.c tests a version or a -1 offset (src/ruby)")
+		CHECK(version_tests_outside_layout_c("src/ruby", 0) == 0);
+	TEST("the seam check finds a version test") {
+		/* the check itself: a file that does what it forbids is found */
+		char dir[] = "/tmp/rbpeek-test-seam.XXXXXX", path[64];
+		FILE *f;
+		CHECK(mkdtemp(dir) != NULL);
+		snprintf(path, sizeof(path), "%s/walk.c", dir);
+		if ((f = fopen(path, "w"))) {
+			fputs("static int ok(void) { return L->cfp.size; }\n"
+			      "\tif (vm->L->id.chunk_data >= 0)\n"
+			      "\tif (L->major < 3 || L->minor == 2)\n", f);
+			fclose(f);
+		}
+		CHECK(version_tests_outside_layout_c(dir, 1) == 2);
+		remove(path);
+		rmdir(dir);
 	}
 	return harness_report();
 }
