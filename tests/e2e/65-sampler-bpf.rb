@@ -64,6 +64,20 @@ def bpf_record(pid, path, what)
   [probs, "#{what}: #{R.total(stacks)} samples"]
 end
 
+# bpf_record, and once more when the first recording's problems are only
+# the hot/cold share: once, at load 10 with a Ruby build running beside it,
+# Ruby 2.7's share came out 0.57 (the next runs 0.73-0.77); a wrong label or
+# line fails both recordings.  The first recording's share is in the note.
+def bpf_record_settled(pid, path, what)
+  got, note = bpf_record(pid, path, what)
+  return [got, note] if got == :refused || got.empty? || !got.all? { |p| p.include?("samples under Object#hot") }
+
+  again, note2 = bpf_record(pid, path, what)
+  return [again, note2] if again == :refused
+
+  [again, "#{note2} (second recording; the first: #{got.first})"]
+end
+
 # The hot/cold ratio and the lines of the innermost frames.
 def hot_cold_problems(stacks, path, what)
   hot = R.under(stacks, "Object#hot")
@@ -95,7 +109,7 @@ end
 refused = nil
 check("sampler-bpf/host") do |probs|
   R.with_script("hotcold") do |t|
-    got, note = bpf_record(t.pid, t.path, "ruby #{RUBY_VERSION}")
+    got, note = bpf_record_settled(t.pid, t.path, "ruby #{RUBY_VERSION}")
     if got == :refused
       refused = note
       next skip("sampler-bpf/host", "the kernel refused eBPF: #{note}")
@@ -111,7 +125,7 @@ else
     Chroots.each_ruby(probs) do |ruby|
       pid = Chroots.spawn_ready(ruby, "record", "hotcold.rb", name: "bpf-#{ruby.key}")
       begin
-        got, note = bpf_record(pid, File.join(Chroots::INNER, "record", "hotcold.rb"), "ruby #{ruby.version}")
+        got, note = bpf_record_settled(pid, File.join(Chroots::INNER, "record", "hotcold.rb"), "ruby #{ruby.version}")
         got == :refused ? probs << "ruby #{ruby.version}: eBPF refused: #{note}" : probs.concat(got)
         note
       ensure

@@ -155,10 +155,14 @@ check_with("puma", "servers/puma-cluster", "puma not installed (Debian package p
       procs = R.by_process(R.read_collapsed(out))
       busy = serving(procs, "HelloApp#render_page")
       probs << "master #{master} missing: #{procs.keys.inspect}" unless procs.key?(master)
-      probs << "workers #{workers.inspect} not both serving in the profile (render_page in #{busy.inspect})" unless (workers - busy).empty?
+      # both workers are followed; which of them accepts the requests is the
+      # kernel's and puma's choice (on a loaded machine one may take them all)
+      missing = workers.reject { |w| procs.key?(w) }
+      probs << "workers #{missing.inspect} missing from the profile: #{procs.keys.inspect}" unless missing.empty?
+      probs << "no worker serving in the profile (render_page in #{busy.inspect})" unless busy.any? { |b| workers.include?(b) }
       probs << "worker root lacks puma's process title: #{procs[workers.first]&.first.inspect}" unless procs[workers.first]&.first.to_s.include?("puma")
       probs << "master shows request handling" if busy.include?(master)
-      "workers #{workers.inspect} serving"
+      "workers #{workers.inspect} followed, #{(busy & workers).inspect} serving"
     end
   end
 end
