@@ -93,10 +93,10 @@ test("trace/kernel-unprivileged") do
   next skip("trace/kernel-unprivileged", "perf_event_paranoid is #{paranoid}: anyone may trace") if paranoid < 0
   next skip("trace/kernel-unprivileged", "setpriv not found") unless system("command -v setpriv >/dev/null")
 
-  dir = File.join(work, "nobody")
-  FileUtils.mkdir_p(dir)
+  # nobody may not read the checkout nor the test's work directory below it
+  # (a clone in /root is 0700): a copy of the extension and script outside
+  dir = Dir.mktmpdir("rbpeek-trace-nobody-")
   File.chmod(0o1777, dir)
-  # nobody may not read the checkout (a clone in /root is 0700): a copy of the extension and script
   FileUtils.cp_r(EXT, File.join(dir, "ext"))
   FileUtils.cp(FIXTURE, dir)
   FileUtils.chmod_R("a+rX", dir)
@@ -109,6 +109,7 @@ test("trace/kernel-unprivileged") do
   KERNEL_OFF.delete(:off)
   warned = r.stderr =~ /no syscalls or scheduler states.*CAP_PERFMON/
   pr << "no warning naming CAP_PERFMON: #{r.stderr[0, 300].inspect}" unless warned
+  FileUtils.rm_rf(dir)
   pr.empty? ? ok("trace/kernel-unprivileged", r.stderr.lines.grep(/rbpeek/).first.to_s.strip[0, 160]) : fail("trace/kernel-unprivileged", pr.join("; "))
 end
 
