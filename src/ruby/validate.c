@@ -24,7 +24,11 @@
  *              checks out; a wrong layout gives no file at all.
  *
  * A live process runs while it is read, so a check that fails is retried
- * (a torn read does not repeat; a wrong layout fails every time).
+ * (a torn read does not repeat; a wrong layout fails every time).  A main
+ * thread that pushes and pops frames without pause (an allocation loop of
+ * C calls) can tear every read on a loaded machine: the last try reads
+ * with the process held, once, for about as long as one sample's read
+ * (a wrong layout fails held too; nothing else at attach stops it).
  */
 #include "ruby/internal.h"
 
@@ -213,6 +217,28 @@ static int check_labels(struct rbp_vm *vm, const struct rbp_stacks *st, size_t *
 	return RBP_OK;
 }
 
+/*
+ * The structure check and the stacks' read, with the process held when
+ * held (and the hold possible: a debugger attached leaves it unheld).
+ */
+static int read_structure(struct rbp_vm *vm, int held, size_t *n_ruby, struct rbp_stacks *st,
+			  const char **why)
+{
+	struct rbp_pause *pause = NULL;
+	sigset_t old;
+	int err;
+
+	if (held && rv_pause(vm, NULL, 0, &pause, &old))
+		pause = NULL;
+	if ((err = check_frames(vm, n_ruby)))
+		*why = "the main thread's control frames do not fit the layout";
+	else if ((err = rbp_vm_read_stacks(vm, st)))
+		*why = "the threads do not read";
+	if (pause)
+		rv_resume(vm, pause, &old);
+	return err;
+}
+
 int rv_validate(struct rbp_vm *vm, int need_evidence)
 {
 	struct rbp_stacks st = { 0 };
@@ -221,11 +247,10 @@ int rv_validate(struct rbp_vm *vm, int need_evidence)
 
 	for (int attempt = 0; attempt < VALIDATE_TRIES; attempt++) {
 		size_t n_ruby = 0, n_labels = 0;
+		int held = attempt == VALIDATE_TRIES - 1 && !vm->t->is_core;
 		why = "";
-		if ((err = check_frames(vm, &n_ruby))) {
-			why = "the main thread's control frames do not fit the layout";
-		} else if ((err = rbp_vm_read_stacks(vm, &st))) {
-			why = "the threads do not read";
+		if ((err = read_structure(vm, held, &n_ruby, &st, &why))) {
+			/* why says which */
 		} else if (!(err = check_labels(vm, &st, &n_labels, &why)) && need_evidence &&
 			   !(n_ruby && n_labels)) {
 			err = RBP_ECORRUPT;
