@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-timeout: 450 (every Ruby found, a second recording when a share is off)
 #
 # 65-sampler-bpf.rb - record and top with --sampler=bpf, the in-kernel
 # sampler (a clock perf event per CPU runs an eBPF program that copies the

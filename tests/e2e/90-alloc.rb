@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-timeout: 450 (every chroot Ruby, under make asan on a loaded machine)
 #
 # 90-alloc.rb - rbpeek alloc on real Ruby processes: the host's Ruby and
 # every Ruby chroot ready (2.7, 3.3, 3.4).  The target

@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-timeout: 600 (every Ruby found, 2 s of alloc each and more under make asan: killed at 150 s at load 5)
 #
 # 91-alloc-sites.rb - `rbpeek alloc` puts every allocation on its exact
 # site: the stacks are copied by an eBPF program in the kernel at the
