@@ -132,7 +132,7 @@ spin
 EOF
 	ruby "$work/forker.rb" >"$work/forker.ready" 2>"$work/forker.err" &
 	local fpid=$! rc
-	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$fpid" >>"$RBPEEK_TEST_PIDS"
+	register_pid "$fpid"
 	for _ in $(seq 100); do
 		grep -q ready "$work/forker.ready" 2>/dev/null && break
 		sleep 0.1

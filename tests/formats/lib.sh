@@ -32,11 +32,22 @@ formats_cleanup() {
 	if [[ -n ${KEEP:-} ]]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 
+# Note pid (with its start time) for tests/run to kill should it outlive the test.
+register_pid() {
+	local s
+	[[ -n ${RBPEEK_TEST_PIDS:-} ]] || return 0
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- "$1" $s
+	echo "$1 ${21}" >>"$RBPEEK_TEST_PIDS"
+}
+
 start_target() {
 	write_target
 	ruby "$work/target.rb" >"$work/ready" 2>"$work/target.err" &
 	pid=$!
-	[[ -n ${RBPEEK_TEST_PIDS:-} ]] && echo "$pid" >>"$RBPEEK_TEST_PIDS"
+	register_pid "$pid"
 	for _ in $(seq 100); do
 		grep -q ready "$work/ready" 2>/dev/null && return 0
 		sleep 0.1

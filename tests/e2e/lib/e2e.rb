@@ -148,7 +148,9 @@ module E2E
   def register_pid(pid)
     STATE[:children] << pid
     if (file = ENV["RBPEEK_TEST_PIDS"])
-      File.open(file, "a") { |f| f.puts pid }
+      # with its start time: tests/run kills only a process that still has it
+      start = (File.read("/proc/#{pid}/stat").split(") ", 2)[1].split[19] rescue nil)
+      File.open(file, "a") { |f| f.puts "#{pid} #{start}" } if start
     end
   end
 
