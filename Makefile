@@ -265,9 +265,16 @@ $(BUILD)/mkseed_walk: tests/fuzz/mkseed_walk.c $(LIB)
 deps:
 	@tools/install-deps.sh
 
+# Set-up happens before the tests, never inside one: tools/setup-tests.sh
+# start installs the packages and starts the Ruby build from Debian's source
+# in the background; rbpeek and the test binaries build meanwhile; finish
+# makes the chroots and the browser tools, then waits for that build.
+# Cached: seconds once everything is there.
 test: deps
+	@tools/setup-tests.sh start
 	@$(MAKE) --no-print-directory build-tests
 	@[ -n "$(SAN)" ] || $(MAKE) --no-print-directory fuzz-build
+	@tools/setup-tests.sh finish
 	@BUILD=$(BUILD) FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run
 
 # The fuzz targets are sanitizer builds already: make test runs them.

@@ -383,7 +383,7 @@ def bpf_refused
   File.read(err)[FALLBACK, 1]
 end
 
-rubies, missing = Chroots.prepare(timeout: 120)
+rubies, missing = Chroots.prepare
 host_version = `#{RUBY} -e 'print RUBY_VERSION'`
 chroot_note = missing.empty? ? nil : "without #{missing.keys.map { |v| "ruby#{v}" }.join(', ')} (#{missing.values.first})"
 

@@ -18,7 +18,7 @@ end
 
 exit 0 if skip_without_rbpeek(Chroots::ALL.flat_map { |v| Versions.names_for("ruby#{v}") })
 
-rubies, missing = Chroots.prepare(timeout: 90)
+rubies, missing = Chroots.prepare
 missing.each { |xy, why| Versions.names_for("ruby#{xy}").each { |n| skip(n, why) } }
 setup_time = elapsed
 

@@ -262,7 +262,7 @@ test("layout/unknown-version-assumed-stripped") do
   name = "layout/unknown-version-assumed-stripped"
   next skip(name, "needs root (chroot)") unless root?
 
-  rubies, missing = Chroots.prepare(timeout: 90)
+  rubies, missing = Chroots.prepare
   known = known_versions
   ruby = rubies.select { |r| (f = next_minor(r.version)) && !known.include?(f[/\A\d+\.\d+/]) && r.libruby }
                .max_by { |r| Gem::Version.new(r.version) }

@@ -42,7 +42,7 @@ unless missing_tools.empty?
   exit 0
 end
 
-rubies, missing = Chroots.prepare(timeout: 60)
+rubies, missing = Chroots.prepare
 missing.each { |xy, why| names_for(xy).each { |n| skip(n, why) } }
 if rubies.empty?
   skip("ruby#{Chroots::ALL.last}/#{PTRACE}", "no chroot Ruby ready")

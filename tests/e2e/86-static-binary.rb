@@ -86,7 +86,7 @@ unless missing_tools.empty?
   NAMES.drop(1).each { |n| skip(n, "needs #{missing_tools.join(', ')} (util-linux)") }
   finish
 end
-rubies, missing = Chroots.prepare(timeout: 60)
+rubies, missing = Chroots.prepare
 ruby = rubies.find { |r| r.xy == XY }
 unless ruby
   NAMES.drop(1).each { |n| skip(n, "no Ruby #{XY} chroot: #{missing[XY] || 'not ready'}") }

@@ -39,18 +39,15 @@ if !root?
   NAMES.each { |n| skip(n, "needs root (chroot)") }
   finish
 end
-rubies, missing = Chroots.prepare(timeout: 60)
+rubies, missing = Chroots.prepare
 ruby = rubies.find { |r| r.xy == XY }
 unless ruby
   NAMES.each { |n| skip(n, "no Ruby #{XY} chroot: #{missing[XY] || 'not ready'}") }
   finish
 end
 unless File.exist?(ruby.host_path("DEV_READY"))
-  setup = run([Chroots::SETUP, "--dev", XY], timeout: 120)
-  unless setup.status&.zero?
-    NAMES.each { |n| skip(n, "no ruby#{XY}-dev/gcc in the chroot: #{setup.describe}") }
-    finish
-  end
+  NAMES.each { |n| skip(n, "no ruby#{XY}-dev/gcc in the chroot (tools/setup-tests.sh finish runs tools/setup-rubies.sh --dev)") }
+  finish
 end
 
 inner = "/tmp/rbpeek-gem.#{$$}"

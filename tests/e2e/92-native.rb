@@ -74,8 +74,17 @@ def main_frames(pid)
   snap["threads"].find { |t| t["main"] }["frames"].map { |f| [f["label"], f["kind"]] }
 end
 
-# Five snapshots: each exact, and ext_inner seen on top in most.
+# Five snapshots: each exact, and ext_inner seen on top in most.  The target
+# says READY from inside IO#flush: under load its main thread can still be
+# there ([IO#flush, <main>]) when the first snapshot comes, so wait (bounded)
+# until it has reached NativeTest.spin before judging.
 def exact_problem(pid)
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
+  until main_frames(pid).any? { |label, _| label == "NativeTest.spin" }
+    return "the main thread never reached NativeTest.spin in 30 s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+    sleep 0.05
+  end
   seen = Array.new(5) { main_frames(pid) }
   bad = seen.reject { |s| s == WANT || s == WANT_OUTER }
   return "merged stack not exact: #{bad.first.inspect}" unless bad.empty?
@@ -185,15 +194,9 @@ def chroot_dev_present?
   File.executable?("#{CHROOT}/usr/bin/gcc") && !Dir.glob("#{CHROOT}/usr/include/ruby-3.3*/ruby.h").empty?
 end
 
-# gcc and ruby3.3-dev in the chroot, installed by tools/setup-rubies.sh
-# --dev when that script has the option.
+# gcc and ruby3.3-dev in the chroot, installed before the tests by
+# tools/setup-tests.sh (tools/setup-rubies.sh --dev), never here.
 def chroot_dev_ready?
-  return true if chroot_dev_present?
-
-  setup = File.join(ROOT, "tools", "setup-rubies.sh")
-  return false unless File.read(setup).include?("--dev")
-
-  run([setup, "--dev", "3.3"], timeout: 300)
   chroot_dev_present?
 end
 
@@ -204,8 +207,8 @@ test("native/chroot-3.3") do
   elsif !File.exist?("#{CHROOT}/READY")
     skip("native/chroot-3.3", "no Ruby 3.3 chroot (run tools/setup-rubies.sh)")
   elsif !chroot_dev_ready?
-    skip("native/chroot-3.3", "no gcc and ruby3.3-dev in the chroot (install them there: " \
-                              "chroot #{CHROOT} apt-get install gcc libc6-dev ruby3.3-dev)")
+    skip("native/chroot-3.3", "no gcc and ruby3.3-dev in the chroot (tools/setup-tests.sh finish " \
+                              "runs tools/setup-rubies.sh --dev)")
   else
     inner = "/tmp/rbpeek-native.#{$$}"
     host = File.join(CHROOT, inner)

@@ -50,19 +50,19 @@ module Chroots
 
   module_function
 
-  # Make the missing chroots (at most `timeout` s), then copy the targets
-  # into every ready one.  Returns [ready Rubies, {xy => why not ready}].
-  def prepare(timeout: 100)
+  # The chroots that are ready, with the targets copied into each.  They are
+  # made before the tests run (make test: tools/setup-tests.sh), never here
+  # under a test's time limit.  Returns [ready Rubies, {xy => why not ready}].
+  def prepare
     return [[], ALL.to_h { |v| [v, "needs root (debootstrap, chroot)"] }] unless E2E.root?
 
-    setup = E2E.run([SETUP], timeout: timeout)
-    problem = setup.status&.zero? ? nil : "tools/setup-rubies.sh #{setup.describe}"
+    problem = "not made before the tests (tools/setup-tests.sh finish runs tools/setup-rubies.sh --dev; see its warning)"
     list = E2E.run([SETUP, "--list"], timeout: 10)
     rubies = list.stdout.lines.map do |line|
       xy, dir = line.split
       Ruby.new(xy, dir, File.read(File.join(dir, "RUBY_VERSION")).strip)
     end
-    missing = (ALL - rubies.map(&:xy)).to_h { |v| [v, problem || "chroot not ready after tools/setup-rubies.sh"] }
+    missing = (ALL - rubies.map(&:xy)).to_h { |v| [v, problem] }
     rubies.each { |r| install_targets(r) }
     at_exit { rubies.each { |r| FileUtils.rm_rf(r.host_path(INNER)) } }
     [rubies, missing]

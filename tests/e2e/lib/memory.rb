@@ -20,9 +20,9 @@ module Memory
   module_function
 
   # The host's Ruby plus every ready chroot; [rubies, {xy => why missing}].
-  def rubies(timeout: 90)
+  def rubies
     host = Ruby.new(RUBY_VERSION[/\A\d+\.\d+/], nil)
-    chroots, missing = Chroots.prepare(timeout: timeout)
+    chroots, missing = Chroots.prepare
     [[host] + chroots.reject { |c| c.xy == host.xy }.map { |c| Ruby.new(c.xy, c) }, missing]
   end
 
