@@ -218,8 +218,7 @@ int cli_own_usage(double *cpu_s, double *max_rss_mb);
 
 /* How cli_spawn() runs the program. */
 enum {
-	CLI_SPAWN_AS_INVOKER = 1,    /* under sudo: as the invoking user, never root */
-	CLI_SPAWN_KEEP_PERFMON = 2,  /* and with CAP_PERFMON (ambient), for the tracer */
+	CLI_SPAWN_AS_INVOKER = 1,    /* under sudo: as the invoking user, no capability */
 };
 /*
  * Fork and exec cmd (spawn.c).  Returns the child's pid, or -1 with the
@@ -228,8 +227,8 @@ enum {
 int cli_spawn(char **cmd, unsigned flags);
 /*
  * Under sudo: a copy of tracefs's raw_syscalls and sched event
- * descriptions in a new directory the invoking user may read (for the
- * tracer's $RBPEEK_TRACEFS), else NULL.  Remove it with cli_tracefs_remove().
+ * descriptions in a new root-owned directory the invoking user may read
+ * but not change (for the tracer's $RBPEEK_TRACEFS), else NULL.  Remove it with cli_tracefs_remove().
  */
 char *cli_tracefs_copy(void);
 void cli_tracefs_remove(char *dir);   /* NULL-safe; frees dir */

@@ -46,8 +46,8 @@ static const char trace_usage[] =
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
 	"  --no-drop-root        from a root shell, run the program as root (refused under sudo;\n"
-	"                        there it runs as the invoking user, keeping only CAP_PERFMON\n"
-	"                        for the kernel streams)\n"
+	"                        there it runs as the invoking user with no capability: the\n"
+	"                        kernel streams then need kernel.perf_event_paranoid=-1)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
 	"ext/ directory, PREFIX/lib/rbpeek/ruby next to an installed rbpeek (make install,\n"
@@ -138,6 +138,20 @@ static int absolute(const char *out, char *buf, size_t len)
 	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
 }
 
+/* Whether kernel.perf_event_paranoid lets anyone sample tracepoints (-1). */
+static int perf_open_to_all(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	int v = 2;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 2;
+		fclose(f);
+	}
+	return v <= -1;
+}
+
 /* Remove a stale output (as the invoking user under sudo, as every file change). */
 static int unlink_fn(void *path)
 {
@@ -146,8 +160,10 @@ static int unlink_fn(void *path)
 
 /*
  * Run the program and wait for it.  Under sudo it runs as the invoking user
- * with CAP_PERFMON and a readable copy of tracefs (spawn.c), unless
- * no_drop_root.
+ * with no capability and a read-only copy of tracefs (spawn.c), unless
+ * no_drop_root.  The trace is written by the program (ext/rbpeek/trace_save.c,
+ * a temporary renamed into place); here it is only looked at, never followed
+ * through a symlink.
  */
 static int run(char **cmd, const char *out, int no_drop_root)
 {
@@ -156,12 +172,17 @@ static int run(char **cmd, const char *out, int no_drop_root)
 	/* a device or FIFO (-o /dev/stdout) is written in place and never removed */
 	int special = !stat(out, &st) && !S_ISREG(st.st_mode);
 	char *tracefs = no_drop_root ? NULL : cli_tracefs_copy();
+	struct cli_invoker inv;
 
 	if (tracefs && setenv("RBPEEK_TRACEFS", tracefs, 1))
 		return EXIT_INTERNAL;
+	if (!no_drop_root && cli_invoker(&inv) && !perf_open_to_all())
+		fprintf(stderr, "rbpeek: note: under sudo the program runs as %s with no capability, so its trace "
+			"has no kernel streams (syscalls, scheduler states): the capability they need, CAP_PERFMON, "
+			"would let the program sample every process on the machine\n", inv.user ? inv.user : "you");
 	if (!special)   /* so that a stale file is not taken for this run's trace */
 		cli_as_invoker(unlink_fn, (void *)out);
-	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER | CLI_SPAWN_KEEP_PERFMON);
+	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER);
 	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
 	signal(SIGTERM, forward);
 	signal(SIGHUP, forward);
@@ -176,7 +197,7 @@ static int run(char **cmd, const char *out, int no_drop_root)
 		}
 	}
 	cli_tracefs_remove(tracefs);
-	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
+	if (!special && (lstat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
 			"hint: does the command run Ruby itself or exec it (a Ruby it forks or spawns is "
 			"not traced), and can that Ruby load the tracer? (build it for that Ruby: "

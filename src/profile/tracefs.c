@@ -1,8 +1,17 @@
 /*
  * tracefs.c - a private copy of tracefs's raw_syscalls and sched event
  * descriptions (see tracefs.h).
+ *
+ * The copy is made by root for a user under sudo, in /tmp, so every step
+ * assumes that user is trying to redirect it: the directory is mkdtemp's
+ * (root's, in sticky /tmp, so nobody else may rename or remove its entry),
+ * it stays root's and only readable by others, and everything below it is
+ * created and removed through directory descriptors opened with
+ * O_DIRECTORY|O_NOFOLLOW, never by a path: no component can be a symlink,
+ * and nothing is ever chowned.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,57 +23,85 @@
 #include "profile/tracefs.h"
 #include "util/err.h"
 
-/* Copy events/SYS/EVENT/{id,format} from tracefs dir src into dst. */
-static int copy_system(const char *src, const char *dst, const char *sys, uid_t uid, gid_t gid)
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+/* Make directory name in dirfd (0755 whatever the umask) and open it; -1 on error. */
+static int make_dir(int dirfd, const char *name)
 {
-	char from[512], to[512], buf[16384];
+	int fd;
+
+	if (mkdirat(dirfd, name, 0700))
+		return -1;
+	if ((fd = openat(dirfd, name, DIR_FLAGS)) < 0)
+		return -1;
+	if (fchmod(fd, 0755)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Copy file name from directory in to a new file in out (0644); 0 or -1. */
+static int copy_file(int in, int out, const char *name)
+{
+	char buf[16384];
+	int src = openat(in, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), dst = -1, rc = -1;
+	ssize_t n = 0;
+
+	if (src >= 0)
+		dst = openat(out, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (dst >= 0 && !fchmod(dst, 0644)) {
+		rc = 0;
+		while (!rc && (n = read(src, buf, sizeof(buf))) > 0)
+			rc = write(dst, buf, (size_t)n) == n ? 0 : -1;
+		if (n < 0)
+			rc = -1;
+	}
+	if (src >= 0)
+		close(src);
+	if (dst >= 0)
+		close(dst);
+	return rc;
+}
+
+/* Copy events/SYS/EVENT/{id,format} from tracefs's events dir to ours. */
+static int copy_system(int src_events, int dst_events, const char *sys)
+{
+	int in = openat(src_events, sys, DIR_FLAGS), out = -1, rc = 0;
 	struct dirent *de;
 	DIR *d;
 
-	snprintf(from, sizeof(from), "%s/events/%s", src, sys);
-	if (!(d = opendir(from)))
+	if (in < 0)
 		return -1;
-	while ((de = readdir(d))) {
+	int fd = dup(in);
+	if ((out = make_dir(dst_events, sys)) < 0 || fd < 0 || !(d = fdopendir(fd))) {
+		close(in);
+		if (out >= 0)
+			close(out);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while (!rc && (de = readdir(d))) {
+		int ein, eout;
+
 		if (de->d_name[0] == '.' || de->d_type != DT_DIR)
 			continue;
-		snprintf(to, sizeof(to), "%s/events/%s/%s", dst, sys, de->d_name);
-		if (mkdir(to, 0755) || chown(to, uid, gid))
-			continue;
-		for (int i = 0; i < 2; i++) {
-			const char *file = i ? "format" : "id";
-			snprintf(from, sizeof(from), "%s/events/%s/%s/%s", src, sys, de->d_name, file);
-			snprintf(to, sizeof(to), "%s/events/%s/%s/%s", dst, sys, de->d_name, file);
-			int in = open(from, O_RDONLY | O_CLOEXEC);
-			int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-			ssize_t n = out < 0 ? -1 : read(in, buf, sizeof(buf));
-			if (n > 0 && write(out, buf, (size_t)n) != n)
-				n = -1;
-			if (out >= 0 && fchown(out, uid, gid))
-				n = -1;
-			if (in >= 0)
-				close(in);
-			if (out >= 0)
-				close(out);
-		}
+		if ((ein = openat(in, de->d_name, DIR_FLAGS)) < 0)
+			continue;   /* went away */
+		if ((eout = make_dir(out, de->d_name)) < 0)
+			rc = -1;
+		/* an event whose files cannot be read is left out, as before */
+		else if (copy_file(ein, eout, "id") == 0)
+			copy_file(ein, eout, "format");
+		close(ein);
+		if (eout >= 0)
+			close(eout);
 	}
 	closedir(d);
-	return 0;
-}
-
-/* mkdir -p of dir/events/SYS for each system, owned by uid:gid. */
-static int make_dirs(const char *dir, uid_t uid, gid_t gid)
-{
-	static const char *const sub[] = { "events", "events/raw_syscalls", "events/sched" };
-	char p[512];
-
-	if (chown(dir, uid, gid) || chmod(dir, 0755))
-		return -1;
-	for (size_t i = 0; i < sizeof(sub) / sizeof(*sub); i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, sub[i]);
-		if (mkdir(p, 0755) || chown(p, uid, gid))
-			return -1;
-	}
-	return 0;
+	close(in);
+	close(out);
+	return rc;
 }
 
 /* The tracefs with our events, mounting it when none is mounted; NULL: none. */
@@ -85,9 +122,38 @@ static const char *find_root(void)
 	return NULL;
 }
 
-int rbp_tracefs_copy(uid_t uid, gid_t gid, char **out)
+/* rm -r of what dirfd holds (entries made by rbp_tracefs_copy), never following a symlink. */
+static void empty_dir(int dirfd, int depth)
+{
+	struct dirent *de;
+	int fd = dup(dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		int sub;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (depth < 3 && (sub = openat(dirfd, de->d_name, DIR_FLAGS)) >= 0) {
+			empty_dir(sub, depth + 1);
+			close(sub);
+			unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
+		} else {
+			unlinkat(dirfd, de->d_name, 0);
+		}
+	}
+	closedir(d);
+}
+
+int rbp_tracefs_copy(char **out)
 {
 	const char *src = find_root();
+	int top = -1, in = -1, ev = -1, rc = -1;
 	char *dir;
 
 	*out = NULL;
@@ -99,8 +165,21 @@ int rbp_tracefs_copy(uid_t uid, gid_t gid, char **out)
 		free(dir);
 		return RBP_EIO;
 	}
-	if (make_dirs(dir, uid, gid) || copy_system(src, dir, "raw_syscalls", uid, gid) ||
-	    copy_system(src, dir, "sched", uid, gid)) {
+	/* mkdtemp made it 0700 and root's; others may read, never write */
+	if ((top = open(dir, DIR_FLAGS)) >= 0 && !fchmod(top, 0755) &&
+	    (in = open(src, DIR_FLAGS)) >= 0 && (ev = make_dir(top, "events")) >= 0) {
+		int sin = openat(in, "events", DIR_FLAGS);
+		rc = sin < 0 || copy_system(sin, ev, "raw_syscalls") || copy_system(sin, ev, "sched") ? -1 : 0;
+		if (sin >= 0)
+			close(sin);
+	}
+	if (ev >= 0)
+		close(ev);
+	if (in >= 0)
+		close(in);
+	if (top >= 0)
+		close(top);
+	if (rc) {
 		rbp_tracefs_remove(dir);
 		return RBP_EIO;
 	}
@@ -108,31 +187,16 @@ int rbp_tracefs_copy(uid_t uid, gid_t gid, char **out)
 	return RBP_OK;
 }
 
-/* rm -r of a directory made by rbp_tracefs_copy (three levels deep). */
-static void remove_tree(const char *path, int depth)
-{
-	char p[512];
-	struct dirent *de;
-	DIR *d = depth < 4 ? opendir(path) : NULL;
-
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-		if (de->d_type == DT_DIR)
-			remove_tree(p, depth + 1);
-		else
-			unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(path);
-}
-
 void rbp_tracefs_remove(char *dir)
 {
+	int fd;
+
 	if (!dir)
 		return;
-	remove_tree(dir, 0);
+	if ((fd = open(dir, DIR_FLAGS)) >= 0) {
+		empty_dir(fd, 0);
+		close(fd);
+	}
+	rmdir(dir);
 	free(dir);
 }

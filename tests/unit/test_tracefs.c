@@ -2,10 +2,10 @@
  * test_tracefs.c - the copy of tracefs's event descriptions that `sudo
  * rbpeek trace` makes for the program it runs as the invoking user
  * (src/profile/tracefs.c): the raw_syscalls and sched events' id and format
- * files, the same bytes as tracefs's, owned by the user given; removed
- * without a trace.
+ * files, the same bytes as tracefs's, root's and read-only to others (the
+ * user reads it and may change nothing); removed without a trace.
  *
- * Needs root (tracefs is root's; the copy is chowned) and tracefs with
+ * Needs root (tracefs is root's) and tracefs with
  * those events; else it prints "skip ...".
  */
 #include "harness.h"
@@ -14,10 +14,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define USER_ID 65534   /* nobody */
 
 /* The file's bytes (up to len - 1, NUL-terminated); 0 or -1. */
 static int slurp(const char *path, char *buf, size_t len)
@@ -60,12 +59,12 @@ int main(void)
 		printf("skip tracefs copy: not root\n");
 		return harness_report();
 	}
-	rc = rbp_tracefs_copy(USER_ID, USER_ID, &dir);
+	rc = rbp_tracefs_copy(&dir);
 	if (rc == RBP_ENOFILE) {
 		printf("skip tracefs copy: no tracefs with raw_syscalls and sched events here\n");
 		return harness_report();
 	}
-	TEST("copy: the event descriptions, byte for byte, owned by the user") {
+	TEST("copy: the event descriptions, byte for byte, root's, read-only to others") {
 		const char *src = source();
 		char a[16384], b[16384], p[512], q[512];
 		struct stat st;
@@ -78,9 +77,11 @@ int main(void)
 			CHECK(!slurp(p, a, sizeof(a)) && !slurp(q, b, sizeof(b)));
 			CHECK(a[0] != 0);
 			CHECK_EQ_STR(a, b);
-			CHECK(!stat(p, &st) && st.st_uid == USER_ID && st.st_gid == USER_ID);
+			CHECK(!lstat(p, &st) && S_ISREG(st.st_mode) && st.st_uid == 0 && (st.st_mode & 0777) == 0644);
+			*strrchr(p, '/') = 0;   /* the event's directory */
+			CHECK(!lstat(p, &st) && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 0777) == 0755);
 		}
-		CHECK(dir && !stat(dir, &st) && st.st_uid == USER_ID && (st.st_mode & 0777) == 0755);
+		CHECK(dir && !lstat(dir, &st) && st.st_uid == 0 && (st.st_mode & 0777) == 0755);
 	}
 	TEST("remove: nothing left; NULL is fine") {
 		char *copy = dir ? strdup(dir) : NULL;

@@ -1,0 +1,231 @@
+# frozen_string_literal: true
+#
+# e2e-timeout: 240
+#
+# 96-privilege-trace.rb - `rbpeek trace` attacked by a user who may run
+# `sudo rbpeek` and nothing else (issue 23, items 1-3):
+#
+#   trace-tracefs-copy  the copy of tracefs's event descriptions that
+#                       `sudo rbpeek trace` makes must be root's and
+#                       read-only to the user: an attacker loop swaps its
+#                       directories for symlinks to a root-only directory
+#                       during 4 runs, and the traced program (the user)
+#                       tries the same once the copy is made; nothing may
+#                       appear in the root-only directory, no swap may work.
+#   trace-no-caps       the program under `sudo rbpeek trace` has no
+#                       capability at all (CapInh/Prm/Eff/Amb zero) and
+#                       cannot open a perf event on a root process nor on
+#                       a whole CPU (which would sample every process).
+#   trace-output-symlink  root running `rbpeek trace -o DIR/out.json` where
+#                       DIR is a user's: the user plants a symlink at the
+#                       output path to a root-owned file while the program
+#                       runs; the file must stay as it was and the trace
+#                       land at DIR/out.json as a regular file.
+#
+# Every test runs from copies outside the checkout (lib/sudo_user.rb).
+require "json"
+require "rbconfig"
+require_relative "lib/e2e"
+require_relative "lib/sudo_user"
+include E2E
+
+names = %w[privilege/trace-tracefs-copy privilege/trace-no-caps hostile/trace-output-symlink]
+exit 0 if skip_without_rbpeek(names)
+if (why = SudoUser.why_not || (SudoUser.trace_ext_dir ? nil : "the tracer extension (build/ext) is not built"))
+  names.each { |n| skip(n, why) }
+  exit 0
+end
+
+RUBY_BIN = RbConfig.ruby
+
+# The attacker, as the user: until STOP exists, every directory of every
+# /tmp/rbpeek-tracefs.* copy is renamed away and replaced by a symlink to
+# VICTIM (a root-only directory): root, still copying, would then create
+# its files there.  Counts what it saw, tried and achieved.
+ATTACKER = <<~'RUBY'
+  victim, stop, log = ARGV
+  seen = {}
+  tries = swaps = 0
+  deadline = Time.now + 180
+  until File.exist?(stop) || Time.now > deadline
+    Dir.glob("/tmp/rbpeek-tracefs.*").each do |d|
+      seen[d] ||= (File.lstat(d).uid rescue -1)
+      # events/sched before its events are copied, then each event's directory
+      ["events/sched", *Dir.glob("#{d}/events/{sched,raw_syscalls}/*").map { |p| p.delete_prefix("#{d}/") }]
+        .each do |rel|
+          p = File.join(d, rel)
+          next if File.symlink?(p) || rel.end_with?("~")
+          tries += 1
+          begin
+            File.rename(p, "#{p}~")
+            File.symlink(victim, p)
+            swaps += 1
+          rescue SystemCallError
+            nil
+          end
+        end
+    end
+  end
+  File.write(log, JSON.generate(seen: seen, tries: tries, swaps: swaps))
+RUBY
+
+# The traced program, as the user, once the copy is there: whose is it, and
+# can it be changed?
+PROBE = <<~'RUBY'
+  d = ENV["RBPEEK_TRACEFS"]
+  r = { "dir" => d }
+  if d
+    r["readable"] = (File.read("#{d}/events/raw_syscalls/sys_enter/id") rescue "").strip
+    r["not_root"] = Dir.glob("#{d}/**/*", File::FNM_DOTMATCH).push(d).reject { |p| File.lstat(p).uid.zero? }
+    r["writable"] = Dir.glob("#{d}/**/*/").push(d).select { |p| File.writable?(p) }
+    r["rename"] = begin
+      File.rename("#{d}/events/sched", "#{d}/events/x"); "renamed"
+    rescue SystemCallError => e
+      e.class.name
+    end
+  end
+  File.write(ARGV[0], JSON.generate(r))
+RUBY
+
+test("privilege/trace-tracefs-copy") do
+  probs = []
+  note = nil
+  SudoUser.session do |s|
+    victim = File.join(s.shared, "rootonly")
+    Dir.mkdir(victim, 0o755)
+    stop = File.join(s.dir, "stop")
+    log = File.join(s.dir, "attacker.json")
+    script = File.join(s.dir, "attacker.rb")
+    probe = File.join(s.dir, "probe.rb")
+    File.write(script, "require 'json'\n#{ATTACKER}")
+    File.write(probe, "require 'json'\n#{PROBE}")
+    File.chmod(0o644, script)
+    File.chmod(0o644, probe)
+    attacker = Process.spawn(*s.user_argv([RUBY_BIN, script, victim, stop, log]), chdir: s.dir, pgroup: true,
+                                                                                       out: File::NULL, err: File::NULL)
+    register_pid(attacker)
+    runs = 4
+    probes = []
+    runs.times do |i|
+      res_file = File.join(s.dir, "probe#{i}.json")
+      res = s.sudo(["trace", "-f", "json", "-o", File.join(s.dir, "t#{i}.json"), "--", RUBY_BIN, probe, res_file])
+      probs << "run #{i}: sudo rbpeek trace: #{res.describe}" unless res.status&.zero?
+      probes << (JSON.parse(File.read(res_file)) rescue { "error" => "no probe output" })
+    end
+    File.write(stop, "")
+    deadline = Time.now + 30
+    sleep 0.05 until Process.waitpid(attacker, Process::WNOHANG) || Time.now > deadline
+    kill_pid(attacker) if Time.now > deadline
+    att = JSON.parse(File.read(log)) rescue { "seen" => {}, "tries" => 0, "swaps" => 0 }
+    made = Dir.glob("#{victim}/**/*", File::FNM_DOTMATCH).reject { |p| File.basename(p) == "." }
+    probs << "root created #{made.size} entries in a root-only directory through swapped symlinks: #{made.first(5)}" unless made.empty?
+    probs << "the attacker swapped #{att['swaps']} of #{att['tries']} directories of the copy for symlinks" if att["swaps"].to_i.positive?
+    user_owned = att["seen"].select { |_, uid| uid != 0 }
+    probs << "copies owned by another user than root: #{user_owned}" unless user_owned.empty?
+    probes.each_with_index do |r, i|
+      next probs << "run #{i}: #{r['error']}" if r["error"]
+      next probs << "run #{i}: the program got no RBPEEK_TRACEFS" unless r["dir"]
+
+      probs << "run #{i}: the copy is not readable by the user (#{r['readable'].inspect})" unless r["readable"] =~ /\A\d+\z/
+      probs << "run #{i}: entries of the copy not owned by root: #{r['not_root'].first(3)}" unless r["not_root"].empty?
+      probs << "run #{i}: directories of the copy writable by the user: #{r['writable'].first(3)}" unless r["writable"].empty?
+      probs << "run #{i}: the user could rename events/sched in the copy (#{r['rename']})" unless r["rename"] == "Errno::EACCES"
+    end
+    left = att["seen"].keys.select { |d| File.exist?(d) }
+    probs << "copies left behind: #{left}" unless left.empty?
+    note = "#{runs} runs, attacker saw #{att['seen'].size} copies, #{att['tries']} swaps tried, #{att['swaps']} worked; " \
+           "root-only directory empty; copy root's and read-only to the user"
+  end
+  report("privilege/trace-tracefs-copy", probs, note)
+end
+
+# perf_event_open(attr, pid, cpu) from the traced program through Fiddle;
+# the fd or -errno.
+PERF = <<~'RUBY'
+  require "fiddle"
+  nr = { "x86_64" => 298, "aarch64" => 241 }.fetch(RbConfig::CONFIG["host_cpu"])
+  sys = Fiddle::Function.new(Fiddle::Handle::DEFAULT["syscall"],
+                             [Fiddle::TYPE_LONG, Fiddle::TYPE_VOIDP, Fiddle::TYPE_INT, Fiddle::TYPE_INT,
+                              Fiddle::TYPE_INT, Fiddle::TYPE_LONG], Fiddle::TYPE_LONG)
+  # PERF_TYPE_SOFTWARE, size 128, PERF_COUNT_SW_TASK_CLOCK, disabled | exclude_kernel | exclude_hv
+  attr = [1, 128, 1, 0, 0, 0, 1 | (1 << 5) | (1 << 6)].pack("LLQQQQQ").ljust(128, "\0")
+  open = lambda do |pid, cpu|
+    fd = sys.call(nr, attr, pid, cpu, -1, 0)
+    fd >= 0 ? "fd" : "errno #{Fiddle.last_error}"
+  end
+  st = File.read("/proc/self/status")
+  caps = %w[CapInh CapPrm CapEff CapAmb].to_h { |k| [k, st[/^#{k}:\s*(\h+)/, 1]] }
+  File.write(ARGV[0], JSON.generate(caps: caps, uid: Process.uid, euid: Process.euid,
+                                    root_pid: open.(Integer(ARGV[1]), -1), cpu: open.(-1, 0)))
+RUBY
+
+test("privilege/trace-no-caps") do
+  probs = []
+  note = nil
+  root_proc = Process.spawn("sleep", "60", pgroup: true)
+  register_pid(root_proc)
+  SudoUser.session do |s|
+    probe = File.join(s.dir, "perf.rb")
+    out = File.join(s.dir, "perf.json")
+    File.write(probe, "require 'json'\nrequire 'rbconfig'\n#{PERF}")
+    File.chmod(0o644, probe)
+    res = s.sudo(["trace", "-f", "json", "-o", File.join(s.dir, "t.json"), "--", RUBY_BIN, probe, out, root_proc])
+    probs << "sudo rbpeek trace: #{res.describe}" unless res.status&.zero?
+    r = JSON.parse(File.read(out)) rescue nil
+    next probs << "the program wrote no #{out}: #{res.describe}" unless r
+
+    probs << "program ran as uid/euid #{r['uid']}/#{r['euid']}, expected #{s.pw.uid}" unless [r["uid"], r["euid"]] == [s.pw.uid] * 2
+    nonzero = r["caps"].reject { |_, v| v.to_i(16).zero? }
+    probs << "program has capabilities: #{nonzero}" unless nonzero.empty?
+    probs << "program opened a perf event on root's process #{root_proc}" if r["root_pid"] == "fd"
+    probs << "program opened a perf event on a whole CPU (every process's samples)" if r["cpu"] == "fd"
+    # the trace is still written, without the kernel streams (and says so)
+    probs << "no trace written" unless File.size?(File.join(s.dir, "t.json"))
+    probs << "no warning that the kernel streams are off: #{res.stderr[0, 300].inspect}" unless
+      res.stderr.include?("no syscalls or scheduler states")
+    note = "caps #{r['caps'].values.join('/')}; perf_event_open on root's pid: #{r['root_pid']}, on CPU 0: #{r['cpu']}"
+  end
+  report("privilege/trace-no-caps", probs, note)
+ensure
+  kill_pid(root_proc) if root_proc
+end
+
+test("hostile/trace-output-symlink") do
+  probs = []
+  note = nil
+  SudoUser.session do |s|
+    victim = File.join(s.shared, "root-file")
+    File.write(victim, "root's data\n", perm: 0o644)
+    out = File.join(s.dir, "out.json")
+    ready = File.join(s.shared, "ready")
+    planted = File.join(s.dir, "planted")
+    # the program (root's): say it runs, wait until the symlink is planted, exit (the trace is saved)
+    prog = "File.write(#{ready.inspect}, ''); t = Time.now; sleep 0.01 until File.exist?(#{planted.inspect}) || Time.now - t > 60"
+    env = { "SUDO_UID" => nil, "SUDO_GID" => nil, "SUDO_USER" => nil, "RBPEEK_TRACE_LIB" => s.ext }
+    pid = Process.spawn(env, s.rbpeek, "trace", "-f", "json", "-o", out, "--", RUBY_BIN, "-e", prog,
+                        out: File::NULL, err: File.join(s.shared, "err"), pgroup: true)
+    register_pid(pid)
+    t = Time.now
+    sleep 0.01 until File.exist?(ready) || Time.now - t > 60
+    attack = "File.unlink(#{out.inspect}) rescue nil; File.symlink(#{victim.inspect}, #{out.inspect}); " \
+             "print File.readlink(#{out.inspect}); File.write(#{planted.inspect}, '')"
+    res = s.as_user([RUBY_BIN, "-e", attack])
+    probs << "the attacker could not plant the symlink: #{res.describe}" unless res.status&.zero? && res.stdout == victim
+    File.write(planted, "") unless File.exist?(planted)
+    _, st = Process.waitpid2(pid)
+    err = File.read(File.join(s.shared, "err")) rescue ""
+    probs << "rbpeek trace: exit #{st.exitstatus.inspect}: #{err[0, 300].inspect}" unless st.success?
+    probs << "the root-owned file was overwritten through the symlink (#{File.size(victim)} bytes)" unless File.read(victim) == "root's data\n"
+    if File.symlink?(out) || !File.file?(out)
+      probs << "#{out} is not a regular file after the run"
+    else
+      probs << "#{out} is not the trace" unless (JSON.parse(File.read(out))["traceEvents"] rescue nil)
+    end
+    left = Dir.glob("#{out}.tmp*") + Dir.glob("#{s.dir}/.rbpeek.tmp*")
+    probs << "temporary files left: #{left}" unless left.empty?
+    note = "symlink planted mid-run; root's file untouched, the trace replaced the symlink"
+  end
+  report("hostile/trace-output-symlink", probs, note)
+end
+
+finish
