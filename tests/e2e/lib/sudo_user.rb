@@ -9,7 +9,8 @@
 # in /root is 0700): then the binary and the tracer's extension are copied
 # into a root-owned temporary directory outside it, which the rule names
 # for the time of the test only (a rule naming a deleted path under /tmp
-# would let anyone who recreates it run it as root).
+# would let rbpeek-e2e run whatever is recreated there as root); the rules
+# of a killed test are removed by the next one.
 require "etc"
 require "fileutils"
 require "tmpdir"
@@ -66,7 +67,18 @@ module SudoUser
     end
   end
 
+  RULES = "/etc/sudoers.d/rbpeek-e2e-trust-"
+
+  # Rules left by a test that was killed (its process is gone).
+  def self.remove_stale_rules
+    Dir.glob("#{RULES}*").each do |f|
+      pid = f.delete_prefix(RULES).to_i
+      FileUtils.rm_f(f) unless pid.positive? && File.exist?("/proc/#{pid}")
+    end
+  end
+
   def self.session
+    remove_stale_rules
     pw = ensure_user
     shared = Dir.mktmpdir("rbpeek-trust-")   # root's, 0755: the copies
     File.chmod(0o755, shared)
@@ -86,7 +98,7 @@ module SudoUser
     dir = File.join(shared, "home")
     Dir.mkdir(dir, 0o755)
     File.chown(pw.uid, pw.gid, dir)
-    rule = "/etc/sudoers.d/rbpeek-e2e-trust-#{$$}"
+    rule = "#{RULES}#{$$}"
     File.write("#{rule}.tmp", "#{USER} ALL=(root) NOPASSWD:SETENV: #{bin}\n", perm: 0o440)
     res = run(["visudo", "-cf", "#{rule}.tmp"])
     raise "visudo rejects the rule: #{res.describe}" unless res.status&.zero?
