@@ -8,13 +8,13 @@
  * user because a profiler was put in front of it.  `record` reads the
  * program from outside and needs nothing of it.  `trace` runs its tracer
  * inside the program; the tracer's kernel streams (syscalls, scheduler
- * states) need CAP_PERFMON, which would let any program opened this way
- * sample every process of the machine, root's included (issue 23), so
- * under sudo they work only when the user may use them without rbpeek
- * (kernel.perf_event_paranoid=-1).  For that case the tracepoint
- * descriptions, which only root may read in tracefs, are copied
- * (profile/tracefs.h) into a root-owned directory the user may read,
- * named to the tracer by $RBPEEK_TRACEFS.
+ * states) need CAP_PERFMON, which would let any program started this way
+ * sample every process of the machine, root's included (issue 23).  So
+ * under sudo rbpeek opens those perf events itself, as root, for the child
+ * only, while the child waits at a gate between the change of user and
+ * exec (cli_spawn_gated), and serves the tracer the decoded events of its
+ * own threads over a socket (ext/rbpeek/ktrace.h, remote handles): the
+ * child holds no perf event and no capability.
  *
  * Whether exec worked is told by a close-on-exec pipe: the child writes its
  * errno to it only when exec (or the change of user) fails.
@@ -36,7 +36,6 @@
 #include "cli/cli.h"
 #include "cli/invoker.h"
 #include "cli/signals.h"
-#include "profile/tracefs.h"
 
 /* No capability left, in any set (setuid cleared the others already). */
 static int drop_all_caps(void)
@@ -75,21 +74,62 @@ static int become_invoker(unsigned flags)
 
 int cli_spawn(char **cmd, unsigned flags)
 {
-	int fds[2], e = 0;
+	return cli_spawn_gated(cmd, flags, NULL);
+}
+
+/* In the child, with a gate: keep g->keep_fd across exec, name it in
+ * g->keep_env as "FD:PID", and wait until the parent opens the gate. */
+static int pass_gate(const struct cli_spawn_gate *g, int gate)
+{
+	char val[48], c;
+
+	if (g->keep_fd >= 0) {
+		snprintf(val, sizeof(val), "%d:%d", g->keep_fd, (int)getpid());
+		if (setenv(g->keep_env, val, 1) || fcntl(g->keep_fd, F_SETFD, 0))
+			return -1;
+	}
+	while (read(gate, &c, 1) < 0)
+		if (errno != EINTR)
+			return -1;
+	close(gate);
+	return 0;
+}
+
+int cli_spawn_gated(char **cmd, unsigned flags, const struct cli_spawn_gate *g)
+{
+	int fds[2], gate[2] = { -1, -1 }, e = 0;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC))
 		return -1;
-	fflush(NULL);
-	if ((pid = fork()) < 0)
+	if (g && pipe2(gate, O_CLOEXEC)) {
+		close(fds[0]);
+		close(fds[1]);
 		return -1;
+	}
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		if (g) {
+			close(gate[0]);
+			close(gate[1]);
+		}
+		return -1;
+	}
 	if (pid == 0) {
 		close(fds[0]);
+		if (g)
+			close(gate[1]);
 		cli_signals_child_defaults();
 		if (become_invoker(flags)) {
 			e = errno;
 			fprintf(stderr, "rbpeek: error: cannot run '%s' as uid %s: %s\n", cmd[0],
 				getenv("SUDO_UID"), strerror(e));
+			_exit(126);
+		}
+		if (g && pass_gate(g, gate[0])) {
+			fprintf(stderr, "rbpeek: error: cannot start '%s': %s\n", cmd[0], strerror(errno));
 			_exit(126);
 		}
 		execvp(cmd[0], cmd);
@@ -99,6 +139,12 @@ int cli_spawn(char **cmd, unsigned flags)
 		_exit(127);
 	}
 	close(fds[1]);
+	if (g) {
+		close(gate[0]);
+		if (g->before_exec)
+			g->before_exec(pid, g->arg);
+		close(gate[1]);   /* the child goes on to exec */
+	}
 	ssize_t n = read(fds[0], &e, sizeof(e));
 	close(fds[0]);
 	if (n == sizeof(e)) {
@@ -107,20 +153,4 @@ int cli_spawn(char **cmd, unsigned flags)
 		return -1;
 	}
 	return pid;
-}
-
-/* The copy itself is the engine's (profile/tracefs.c); here: when. */
-char *cli_tracefs_copy(void)
-{
-	struct cli_invoker inv;
-	char *dir;
-
-	if (!cli_invoker(&inv) || rbp_tracefs_copy(&dir))
-		return NULL;
-	return dir;
-}
-
-void cli_tracefs_remove(char *dir)
-{
-	rbp_tracefs_remove(dir);
 }

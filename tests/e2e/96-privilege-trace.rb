@@ -5,18 +5,24 @@
 # 96-privilege-trace.rb - `rbpeek trace` attacked by a user who may run
 # `sudo rbpeek` and nothing else (issue 23, items 1-3):
 #
-#   trace-tracefs-copy  the copy of tracefs's event descriptions that
-#                       `sudo rbpeek trace` makes must be root's and
-#                       read-only to the user: an attacker loop swaps its
-#                       directories for symlinks to a root-only directory
-#                       during 4 runs, and the traced program (the user)
-#                       tries the same once the copy is made; nothing may
-#                       appear in the root-only directory, no swap may work.
+#   trace-tracefs       `sudo rbpeek trace` used to copy tracefs's event
+#                       descriptions for the program into /tmp, chowned to
+#                       the user while root still wrote into it by path:
+#                       an attacker loop swaps the directories of any such
+#                       copy for symlinks to a root-only directory during 4
+#                       runs.  Nothing may appear there; rbpeek now makes no
+#                       copy (it reads the kernel streams for the program),
+#                       and the program still gets its syscalls.
 #   trace-no-caps       the program under `sudo rbpeek trace` (and `record
 #                       --`) has no capability at all (CapInh/Prm/Eff/Amb
 #                       zero) and cannot open a perf event on a root
 #                       process nor on a whole CPU (which would sample
-#                       every process).
+#                       every process); its trace still has its syscalls.
+#   trace-kstream-socket  the program talks to rbpeek's kernel-stream socket
+#                       itself: what comes back is events of its own threads
+#                       (no other process's, no waker); nonsense makes
+#                       rbpeek close the socket, and the trace is still
+#                       written.
 #   trace-output-symlink  root running `rbpeek trace -o DIR/out.json` where
 #                       DIR is a user's: the user plants a symlink at the
 #                       output path to a root-owned file while the program
@@ -30,7 +36,7 @@ require_relative "lib/e2e"
 require_relative "lib/sudo_user"
 include E2E
 
-names = %w[privilege/trace-tracefs-copy privilege/trace-no-caps hostile/trace-output-symlink]
+names = %w[privilege/trace-tracefs privilege/trace-no-caps privilege/trace-kstream-socket hostile/trace-output-symlink]
 exit 0 if skip_without_rbpeek(names)
 if (why = SudoUser.why_not || (SudoUser.trace_ext_dir ? nil : "the tracer extension (build/ext) is not built"))
   names.each { |n| skip(n, why) }
@@ -70,25 +76,14 @@ ATTACKER = <<~'RUBY'
   File.write(log, JSON.generate(seen: seen, tries: tries, swaps: swaps))
 RUBY
 
-# The traced program, as the user, once the copy is there: whose is it, and
-# can it be changed?
+# The traced program, as the user: is it handed a tracefs copy?  (It reads
+# a file: its trace must show the openat.)
 PROBE = <<~'RUBY'
-  d = ENV["RBPEEK_TRACEFS"]
-  r = { "dir" => d }
-  if d
-    r["readable"] = (File.read("#{d}/events/raw_syscalls/sys_enter/id") rescue "").strip
-    r["not_root"] = Dir.glob("#{d}/**/*", File::FNM_DOTMATCH).push(d).reject { |p| File.lstat(p).uid.zero? }
-    r["writable"] = Dir.glob("#{d}/**/*/").push(d).select { |p| File.writable?(p) }
-    r["rename"] = begin
-      File.rename("#{d}/events/sched", "#{d}/events/x"); "renamed"
-    rescue SystemCallError => e
-      e.class.name
-    end
-  end
-  File.write(ARGV[0], JSON.generate(r))
+  File.read("/etc/hostname")
+  File.write(ARGV[0], JSON.generate("tracefs" => ENV["RBPEEK_TRACEFS"], "kfd" => ENV["RBPEEK_TRACE_KFD"]))
 RUBY
 
-test("privilege/trace-tracefs-copy") do
+test("privilege/trace-tracefs") do
   probs = []
   note = nil
   SudoUser.session do |s|
@@ -106,12 +101,18 @@ test("privilege/trace-tracefs-copy") do
                                                                                        out: File::NULL, err: File::NULL)
     register_pid(attacker)
     runs = 4
-    probes = []
+    syscalls = 0
     runs.times do |i|
       res_file = File.join(s.dir, "probe#{i}.json")
-      res = s.sudo(["trace", "-f", "json", "-o", File.join(s.dir, "t#{i}.json"), "--", RUBY_BIN, probe, res_file])
+      trace = File.join(s.dir, "t#{i}.json")
+      res = s.sudo(["trace", "-f", "json", "-o", trace, "--", RUBY_BIN, probe, res_file])
       probs << "run #{i}: sudo rbpeek trace: #{res.describe}" unless res.status&.zero?
-      probes << (JSON.parse(File.read(res_file)) rescue { "error" => "no probe output" })
+      r = JSON.parse(File.read(res_file)) rescue { "error" => "no probe output" }
+      next probs << "run #{i}: #{r['error']}" if r["error"]
+
+      probs << "run #{i}: the program was handed a tracefs copy: #{r['tracefs']}" if r["tracefs"]
+      names = (JSON.parse(File.read(trace))["traceEvents"].map { |e| e["name"] } rescue [])
+      syscalls += 1 if names.include?("openat")
     end
     File.write(stop, "")
     deadline = Time.now + 30
@@ -120,24 +121,14 @@ test("privilege/trace-tracefs-copy") do
     att = JSON.parse(File.read(log)) rescue { "seen" => {}, "tries" => 0, "swaps" => 0 }
     made = Dir.glob("#{victim}/**/*", File::FNM_DOTMATCH).reject { |p| File.basename(p) == "." }
     probs << "root created #{made.size} entries in a root-only directory through swapped symlinks: #{made.first(5)}" unless made.empty?
-    probs << "the attacker swapped #{att['swaps']} of #{att['tries']} directories of the copy for symlinks" if att["swaps"].to_i.positive?
+    probs << "the attacker swapped #{att['swaps']} of #{att['tries']} directories of a copy for symlinks" if att["swaps"].to_i.positive?
     user_owned = att["seen"].select { |_, uid| uid != 0 }
-    probs << "copies owned by another user than root: #{user_owned}" unless user_owned.empty?
-    probes.each_with_index do |r, i|
-      next probs << "run #{i}: #{r['error']}" if r["error"]
-      next probs << "run #{i}: the program got no RBPEEK_TRACEFS" unless r["dir"]
-
-      probs << "run #{i}: the copy is not readable by the user (#{r['readable'].inspect})" unless r["readable"] =~ /\A\d+\z/
-      probs << "run #{i}: entries of the copy not owned by root: #{r['not_root'].first(3)}" unless r["not_root"].empty?
-      probs << "run #{i}: directories of the copy writable by the user: #{r['writable'].first(3)}" unless r["writable"].empty?
-      probs << "run #{i}: the user could rename events/sched in the copy (#{r['rename']})" unless r["rename"] == "Errno::EACCES"
-    end
-    left = att["seen"].keys.select { |d| File.exist?(d) }
-    probs << "copies left behind: #{left}" unless left.empty?
-    note = "#{runs} runs, attacker saw #{att['seen'].size} copies, #{att['tries']} swaps tried, #{att['swaps']} worked; " \
-           "root-only directory empty; copy root's and read-only to the user"
+    probs << "tracefs copies owned by another user than root: #{user_owned}" unless user_owned.empty?
+    probs << "only #{syscalls} of #{runs} traces have the program's openat (kernel streams served by rbpeek)" unless syscalls == runs
+    note = "#{runs} runs, attacker loop saw #{att['seen'].size} tracefs copies, #{att['swaps']} swaps worked; " \
+           "root-only directory empty; #{syscalls}/#{runs} traces with syscalls"
   end
-  report("privilege/trace-tracefs-copy", probs, note)
+  report("privilege/trace-tracefs", probs, note)
 end
 
 # perf_event_open(attr, pid, cpu) from the traced program through Fiddle;
@@ -191,17 +182,60 @@ test("privilege/trace-no-caps") do
                "#{r['root_pid']}, on CPU 0: #{r['cpu']}"
       next unless cmd == "trace"
 
-      # the trace is still written, without the kernel streams (and says so)
-      probs << "trace: no trace written" unless File.size?(File.join(s.dir, "t.json"))
-      next if paranoid <= -1
-
-      probs << "trace: no note that the kernel streams are off under sudo: #{res.stderr[0, 300].inspect}" unless
-        res.stderr.include?("rbpeek: note: under sudo the program runs as") && res.stderr.include?("no syscalls or scheduler states")
+      # yet its trace has its syscalls: rbpeek read them for it
+      names = (JSON.parse(File.read(File.join(s.dir, "t.json")))["traceEvents"].map { |e| e["name"] } rescue [])
+      probs << "trace: no openat syscall slice in the trace: #{res.stderr[0, 300].inspect}" unless names.include?("openat")
     end
   end
   report("privilege/trace-no-caps", probs, notes.join("; "))
 ensure
   kill_pid(root_proc) if root_proc
+end
+
+# The program speaks to rbpeek's kernel-stream socket itself: a drain ('D'),
+# then nonsense.  struct rbk_event: u64 ts, i32 tid, i32 cpu, u16 kind,
+# u16 state, 4 bytes padding, i64 nr_or_ret (kind 5: a wakeup).
+SOCKET_PROBE = <<~'RUBY'
+  fd, = ENV.fetch("RBPEEK_TRACE_KFD").split(":").map(&:to_i)
+  io = IO.for_fd(fd, autoclose: false)
+  io.binmode
+  3.times { File.read("/etc/hostname"); sleep 0.01 }
+  io.write("D")
+  rc, n = io.read(8).unpack("l<L<")
+  evs = io.read(n * 32).to_s.unpack("Q<l<l<S<S<x4q<" * n).each_slice(6).to_a
+  own = Dir.children("/proc/self/task").map(&:to_i)
+  foreign = evs.map { |e| e[1] }.uniq.reject do |tid|
+    own.include?(tid) || !File.exist?("/proc/#{tid}") ||
+      File.read("/proc/#{tid}/status")[/^Tgid:\s*(\d+)/, 1].to_i == Process.pid
+  end
+  wakers = evs.count { |e| e[3] == 5 && e[5] != 0 }
+  io.write("X")                 # not a request: rbpeek closes the socket
+  eof = (io.read(1).nil? rescue true)
+  File.write(ARGV[0], JSON.generate(rc: rc, n: n, foreign: foreign, wakers: wakers, eof: eof))
+RUBY
+
+test("privilege/trace-kstream-socket") do
+  probs = []
+  note = nil
+  SudoUser.session do |s|
+    probe = File.join(s.dir, "sock.rb")
+    out = File.join(s.dir, "sock.json")
+    trace = File.join(s.dir, "t.json")
+    File.write(probe, "require 'json'\n#{SOCKET_PROBE}")
+    File.chmod(0o644, probe)
+    res = s.sudo(["trace", "-f", "json", "-o", trace, "--", RUBY_BIN, probe, out])
+    probs << "sudo rbpeek trace: #{res.describe}" unless res.status&.zero?
+    r = JSON.parse(File.read(out)) rescue nil
+    next probs << "the program wrote no #{out}: #{res.describe}" unless r
+
+    probs << "drain answered #{r['rc']} with #{r['n']} events, expected 0 and some" unless r["rc"].zero? && r["n"].positive?
+    probs << "events of other processes' threads: #{r['foreign'].first(5)}" unless r["foreign"].empty?
+    probs << "#{r['wakers']} wakeups name their waker (may be any process)" unless r["wakers"].zero?
+    probs << "rbpeek kept the socket open after nonsense" unless r["eof"]
+    probs << "no trace written after the socket was closed" unless File.size?(trace)
+    note = "#{r['n']} events, all of the program's own threads, no waker; nonsense closed the socket, trace written"
+  end
+  report("privilege/trace-kstream-socket", probs, note)
 end
 
 test("hostile/trace-output-symlink") do
