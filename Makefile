@@ -119,7 +119,8 @@ EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
 EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_save.c ext/rbpeek/trace_ext.c
 # The tracer library: the tracer without Ruby (kernel streams, the writer,
 # the parts of src/util they use), position-independent for the extension;
-# its unit tests and bench_ktrace link it too.  The CLI does not.
+# its unit tests and bench_ktrace link it too; the CLI links ktrace.o and
+# tracepoints.o (CLI_KTRACE).
 TRACER_SRC := $(filter-out $(EXT_SRC),$(sort $(wildcard ext/rbpeek/*.c))) \
               src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
 TRACER_OBJ := $(TRACER_SRC:%.c=$(BUILD)/tracer/%.o)
@@ -202,8 +203,13 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+# `sudo rbpeek trace` opens the program's kernel streams itself and serves
+# them to its tracer (ext/rbpeek/ktrace.h, remote handles): the two tracer
+# objects that do it, without Ruby.
+CLI_KTRACE := $(BUILD)/tracer/ext/rbpeek/ktrace.o $(BUILD)/tracer/ext/rbpeek/tracepoints.o
+
+$(BIN): $(CLI_OBJ) $(CLI_KTRACE) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(CLI_KTRACE) $(LIB) $(LDLIBS)
 
 # The static binary, after checking that every archive it links is there.
 static:

@@ -37,6 +37,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +55,9 @@ struct rbk_ring {
 };
 
 struct rbk_trace {
-	pid_t pid;                 /* the process traced; another pid means forked */
+	pid_t pid;                 /* the process that opened it; another pid means forked */
+	pid_t target;              /* the process traced (pid, or another: rbk_open_pid) */
+	int remote;                /* >= 0: a remote handle, this socket to the opener */
 	int ncpu;
 	struct rbk_ring *rings;    /* [ncpu] */
 	int *fds;                  /* every event fd (ring owners included) */
@@ -372,6 +376,181 @@ static int sort_events(struct rbk_event *ev, size_t n)
 	return 0;
 }
 
+/* ---- remote handles -------------------------------------------------------- */
+
+/*
+ * A remote handle asks the process that opened the events (rbpeek, as
+ * root, for its child: see ktrace.h) over a stream socket.  Requests are
+ * one byte: 'O' open (reset), 'R' reset, 'U' update threads, 'D' drain.
+ * Every reply starts with an int32 rc (0 or -errno); 'O' then sends a
+ * uint32 length and that many bytes of reason, 'D' a uint32 count and that
+ * many struct rbk_event.
+ */
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR) continue;
+		if (n <= 0) return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR) continue;
+		if (n <= 0) return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* $RBPEEK_TRACE_KFD ("FD:PID") when it is for this process and FD is still
+ * the socket our parent (root's rbpeek) made; else -1. */
+static int remote_fd(void)
+{
+	const char *env = getenv("RBPEEK_TRACE_KFD");
+	int fd, pid;
+	struct stat st;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (!env || sscanf(env, "%d:%d", &fd, &pid) != 2 || fd < 3 || pid != getpid()) return -1;
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode)) return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid != getppid() || cred.uid != 0)
+		return -1;
+	return fd;
+}
+
+/* Send request op; read rc and, for 'O', the reason into why, for 'D', the
+ * count into *n (events follow, for the caller to read). */
+static int remote_call(struct rbk_trace *t, char op, uint32_t *n, char *why, size_t why_len)
+{
+	int32_t rc;
+	int e = write_all(t->remote, &op, 1);
+	if (!e) e = read_all(t->remote, &rc, sizeof(rc));
+	if (e) return e;
+	if (op == 'O' || op == 'D') {
+		uint32_t len;
+		if ((e = read_all(t->remote, &len, sizeof(len)))) return e;
+		if (op == 'D') {
+			*n = len;
+			return rc;
+		}
+		char buf[512];
+		size_t keep = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+		if ((e = read_all(t->remote, buf, keep))) return e;
+		for (size_t left = len - keep; left;) {      /* the rest is dropped */
+			char skip[64];
+			size_t k = left < sizeof(skip) ? left : sizeof(skip);
+			if ((e = read_all(t->remote, skip, k))) return e;
+			left -= k;
+		}
+		buf[keep] = 0;
+		if (why && why_len) snprintf(why, why_len, "%s", buf);
+	}
+	return rc;
+}
+
+static int remote_open(struct rbk_trace **out, int fd, char *why, size_t why_len)
+{
+	struct rbk_trace *t = calloc(1, sizeof(*t));
+	if (!t) {
+		snprintf(why, why_len, "kernel streams: out of memory");
+		return -ENOMEM;
+	}
+	t->pid = t->target = getpid();
+	t->remote = fd;
+	int rc = remote_call(t, 'O', NULL, why, why_len);
+	if (rc) {
+		if (!*why) snprintf(why, why_len, "kernel streams: from rbpeek: %s", strerror(-rc));
+		free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+static int remote_drain(struct rbk_trace *t, int (*cb)(void *ctx, const struct rbk_event *ev), void *ctx)
+{
+	uint32_t n = 0;
+	int rc = remote_call(t, 'D', &n, NULL, 0);
+	struct rbk_event ev[256];
+	/* the events come whatever rc is (none on failure): read them all */
+	for (uint32_t at = 0; at < n;) {
+		uint32_t k = n - at < 256 ? n - at : 256;
+		int e = read_all(t->remote, ev, k * sizeof(*ev));
+		if (e) return e;
+		for (uint32_t i = 0; i < k && !rc; i++) rc = cb(ctx, &ev[i]);
+		at += k;
+	}
+	return rc;
+}
+
+struct serve_buf {
+	struct rbk_event *ev;
+	size_t n, cap;
+};
+
+static int serve_push(void *ctx, const struct rbk_event *ev)
+{
+	struct serve_buf *b = ctx;
+	if (b->n == b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 4096;
+		struct rbk_event *nv = realloc(b->ev, nc * sizeof(*nv));
+		if (!nv) return -ENOMEM;
+		b->ev = nv;
+		b->cap = nc;
+	}
+	b->ev[b->n] = *ev;
+	/* the waker may be any process: the traced one learns nothing of others */
+	if (ev->kind == RBK_SCHED_WAKEUP) b->ev[b->n].nr_or_ret = 0;
+	b->n++;
+	return 0;
+}
+
+int rbk_serve(struct rbk_trace *t, int open_rc, const char *open_why, int fd)
+{
+	char op;
+	int e = read_all(fd, &op, 1);
+	if (e) return e;
+	int32_t rc = t ? 0 : (open_rc ? open_rc : -ENODEV);
+	switch (op) {
+	case 'O': {
+		if (t) rbk_reset(t);
+		const char *why = t ? "" : open_why ? open_why : "";
+		uint32_t len = (uint32_t)strlen(why);
+		if (!(e = write_all(fd, &rc, sizeof(rc))) && !(e = write_all(fd, &len, sizeof(len))))
+			e = write_all(fd, why, len);
+		return e;
+	}
+	case 'R':
+		if (t) rbk_reset(t);
+		return write_all(fd, &rc, sizeof(rc));
+	case 'U':
+		if (t) rc = rbk_update_threads(t);
+		return write_all(fd, &rc, sizeof(rc));
+	case 'D': {
+		struct serve_buf b = { 0 };
+		if (t) rc = rbk_drain(t, serve_push, &b);
+		uint32_t n = rc ? 0 : (uint32_t)b.n;
+		if (!(e = write_all(fd, &rc, sizeof(rc))) && !(e = write_all(fd, &n, sizeof(n))))
+			e = write_all(fd, b.ev, n * sizeof(*b.ev));
+		free(b.ev);
+		return e;
+	}
+	default:
+		return -EPROTO;
+	}
+}
+
 /* ---- the interface -------------------------------------------------------- */
 
 static int contains(const int *v, size_t n, int x)
@@ -387,10 +566,12 @@ static int scan_threads(struct rbk_trace *t, size_t bytes, int *added, char *why
 {
 	struct evbuf b = { .t = t };
 	int rc = t->ntids ? walk_rings(t, &b, record_fork) : 0;
-	DIR *d = opendir("/proc/self/task");
+	char task[48];
+	snprintf(task, sizeof(task), "/proc/%d/task", (int)t->target);
+	DIR *d = opendir(task);
 	if (!d && !rc) {
 		rc = -errno;
-		snprintf(why, why_len, "kernel streams: /proc/self/task: %s", strerror(errno));
+		snprintf(why, why_len, "kernel streams: %s: %s", task, strerror(errno));
 	}
 	for (struct dirent *de; !rc && d && (de = readdir(d));) {
 		int tid = atoi(de->d_name);
@@ -463,9 +644,12 @@ static int open_wakeup(struct rbk_trace *t, int cpu, const char *filter)
 
 int rbk_update_threads(struct rbk_trace *t)
 {
+	if (t->remote >= 0) return remote_call(t, 'U', NULL, NULL, 0);
 	int *tids = NULL, rc = 0, big = 0;
 	size_t n = 0, cap = 0;
-	DIR *d = opendir("/proc/self/task");
+	char task[48];
+	snprintf(task, sizeof(task), "/proc/%d/task", (int)t->target);
+	DIR *d = opendir(task);
 	if (!d) return -errno;
 	for (struct dirent *de; !rc && (de = readdir(d));)
 		if (atoi(de->d_name) > 0) rc = push_int(&tids, &n, &cap, atoi(de->d_name));
@@ -489,7 +673,8 @@ int rbk_update_threads(struct rbk_trace *t)
 	return rc ? rc : big;
 }
 
-int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t why_len)
+/* A handle for process pid (0: this one), opened by this process. */
+static int open_handle(struct rbk_trace **out, pid_t pid, size_t bytes_per_buffer, char *why, size_t why_len)
 {
 	*out = NULL;
 	int rc = rbk_check_privilege(why, why_len, NULL);
@@ -502,6 +687,8 @@ int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t 
 		return -ENOMEM;
 	}
 	t->pid = getpid();
+	t->target = pid ? pid : t->pid;
+	t->remote = -1;
 	t->ncpu = (int)ncpu;
 	t->inherit_thread = 1;
 	for (int c = 0; c < t->ncpu; c++) t->rings[c].fd = t->rings[c].wake_fd = -1;
@@ -529,9 +716,22 @@ int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t 
 	return 0;
 }
 
+int rbk_open_pid(struct rbk_trace **out, pid_t pid, size_t bytes_per_buffer, char *why, size_t why_len)
+{
+	return open_handle(out, pid, bytes_per_buffer, why, why_len);
+}
+
+int rbk_open(struct rbk_trace **out, size_t bytes_per_buffer, char *why, size_t why_len)
+{
+	int fd = remote_fd();
+	if (fd >= 0) return remote_open(out, fd, why, why_len);
+	return open_handle(out, 0, bytes_per_buffer, why, why_len);
+}
+
 int rbk_drain(struct rbk_trace *t, int (*cb)(void *ctx, const struct rbk_event *ev), void *ctx)
 {
 	if (getpid() != t->pid) return -ECHILD;
+	if (t->remote >= 0) return remote_drain(t, cb, ctx);
 	rbk_update_threads(t);   /* best effort: threads made since the last update */
 	struct evbuf b = { .t = t };
 	int rc = walk_rings(t, &b, record_event);
@@ -543,6 +743,10 @@ int rbk_drain(struct rbk_trace *t, int (*cb)(void *ctx, const struct rbk_event *
 
 void rbk_reset(struct rbk_trace *t)
 {
+	if (t->remote >= 0) {
+		remote_call(t, 'R', NULL, NULL, 0);
+		return;
+	}
 	for (int c = 0; c < t->ncpu; c++)
 		if (t->rings[c].pg) t->rings[c].mark = __atomic_load_n(&t->rings[c].pg->data_head, __ATOMIC_ACQUIRE);
 }
@@ -550,6 +754,7 @@ void rbk_reset(struct rbk_trace *t)
 void rbk_close(struct rbk_trace *t)
 {
 	if (!t) return;
+	/* a remote handle's socket stays open: a later rbk_open uses it again */
 	for (size_t i = 0; i < t->nfds; i++) close(t->fds[i]);
 	for (int c = 0; c < t->ncpu; c++)
 		if (t->rings[c].wake_fd >= 0) close(t->rings[c].wake_fd);

@@ -40,6 +40,18 @@
  * Without it rbk_open returns -EACCES and a one-line reason naming what is
  * missing; nothing else in the process is affected.
  *
+ * Remote handles: `sudo rbpeek trace` runs the program as the invoking
+ * user with no capability (CAP_PERFMON would let it sample every process).
+ * rbpeek, as root, opens the events for the program's process itself
+ * (rbk_open_pid, before the program's exec, so that every thread inherits
+ * them), keeps the rings and fds, and names one end of a socket pair in
+ * $RBPEEK_TRACE_KFD ("FD:PID").  rbk_open in that process (PID) then makes
+ * a remote handle: rbk_drain, rbk_reset and rbk_update_threads become
+ * requests that rbpeek answers with rbk_serve, and what comes back is only
+ * the decoded events of the program's own threads (a wakeup's waker is
+ * left out: it may be any process).  The program holds no perf event and
+ * no privilege.
+ *
  * Threads: the rbk_* calls must not run concurrently on one handle (the
  * caller serializes them).  After fork() the child must only rbk_close the
  * inherited handle (rbk_drain there returns -ECHILD).
@@ -118,8 +130,22 @@ void rbk_reset(struct rbk_trace *t);
  * are not recorded (their syscalls and switches still are). */
 int rbk_update_threads(struct rbk_trace *t);
 
-/* Stop tracing, unmap the rings, close the fds, free t (NULL is fine). */
+/* Stop tracing, unmap the rings, close the fds, free t (NULL is fine).
+ * A remote handle's socket stays open for a later rbk_open. */
 void rbk_close(struct rbk_trace *t);
+
+/* rbk_open for another process, pid (its threads present now and, through
+ * inheritance, later), to be read by this one: rbpeek opens its child's
+ * streams this way before the child execs.  Needs the privilege and
+ * ptrace rights over pid.  Same returns as rbk_open. */
+#include <sys/types.h>
+int rbk_open_pid(struct rbk_trace **out, pid_t pid, size_t bytes_per_buffer, char *why, size_t why_len);
+
+/* Answer one request of a remote handle read from socket fd, about t (NULL
+ * when rbk_open_pid failed: then open_rc and open_why are the answer to an
+ * open).  0, or -errno (-EPIPE: the other side closed; -EPROTO: not a
+ * request).  Blocks until the request is read and answered. */
+int rbk_serve(struct rbk_trace *t, int open_rc, const char *open_why, int fd);
 
 /* perf_event_attr.inherit_thread (Linux 5.13) is bit 35 of the flag word
  * that follows read_format.  It is set through that word, so that the same

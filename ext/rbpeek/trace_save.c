@@ -7,12 +7,25 @@
  * It runs holding the GVL, so the recorder's rings and method table
  * (trace.h) hold still while they are copied; once the records are copied
  * it calls Ruby (names, labels), and no longer walks the rings.
+ *
+ * The file is written the way rbpeek writes every output (src/cli/write.c):
+ * the process may be root's (`rbpeek trace` from a root shell) and the path
+ * in a directory another user can write, who may plant a symlink there at
+ * any moment.  So a new file is a temporary beside the destination, created
+ * O_CREAT|O_EXCL|O_NOFOLLOW with a random name, then renamed over the
+ * destination (which replaces a planted symlink, never what it points to);
+ * an existing destination that is not a regular file (/dev/stdout, a FIFO)
+ * is written in place, opened without O_CREAT, and through a symlink only
+ * when the symlink is this process's user's or root's.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +48,7 @@ struct save {
 	char **names;            /* thread names, per window */
 	char *process_name;
 	FILE *f;
+	char tmp[PATH_MAX + 32];  /* the temporary file while it exists, else "" */
 	struct rbk_event *kev;   /* drained kernel events */
 	size_t nkev, capkev;
 };
@@ -190,6 +204,99 @@ static int make_labels(struct save *s)
 	return 0;
 }
 
+/* This process's umask, from /proc (umask() cannot read it without
+ * changing it, which other threads would see); 022 when unknown. */
+static mode_t current_umask(void)
+{
+	char line[128];
+	unsigned mask = 022;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &mask) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (mode_t)(mask & 0777);
+}
+
+/*
+ * Open an existing non-regular file (a device, a FIFO) for writing in
+ * place: no O_CREAT, no O_TRUNC, through a symlink only when it is ours or
+ * root's.  The fd, or -1 with errno (ELOOP: someone else's symlink; EEXIST:
+ * it became a regular file meanwhile).
+ */
+static int open_in_place(const char *path)
+{
+	struct stat st;
+	int fd;
+
+	if (!lstat(path, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != geteuid()) {
+		errno = ELOOP;
+		return -1;
+	}
+	if ((fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EEXIST;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The stream to write path through: in place for an existing device or
+ * FIFO, else a new temporary file beside it ("path.tmpXXXXXX", or
+ * "DIR/.rbpeek.tmpXXXXXX" for a name too long for the suffix), whose name
+ * goes to s->tmp.  NULL with errno set.
+ */
+static FILE *open_output(struct save *s, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	int fd, len;
+	FILE *f;
+
+	s->tmp[0] = 0;
+	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode)) {
+			errno = EISDIR;
+			return NULL;
+		}
+		if ((fd = open_in_place(path)) < 0)
+			return NULL;
+	} else {
+		if (strlen(slash ? slash + 1 : path) + 10 <= NAME_MAX)
+			len = snprintf(s->tmp, sizeof(s->tmp), "%s.tmpXXXXXX", path);
+		else
+			len = snprintf(s->tmp, sizeof(s->tmp), "%.*s.rbpeek.tmpXXXXXX",
+				       slash ? (int)(slash - path + 1) : 0, path);
+		if (len < 0 || (size_t)len >= sizeof(s->tmp)) {
+			s->tmp[0] = 0;
+			errno = ENAMETOOLONG;
+			return NULL;
+		}
+		/* O_CREAT|O_EXCL (mkostemp's): a planted name or symlink is never opened */
+		if ((fd = mkostemp(s->tmp, O_CLOEXEC | O_NOFOLLOW)) < 0) {
+			s->tmp[0] = 0;
+			return NULL;
+		}
+		if (fchmod(fd, 0666 & ~current_umask())) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return NULL;   /* save_cleanup removes s->tmp */
+		}
+	}
+	if (!(f = fdopen(fd, "w"))) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
+}
+
 static VALUE save_body(VALUE arg)
 {
 	const struct rbt_state *g = rbt_state();
@@ -260,7 +367,7 @@ static VALUE save_body(VALUE arg)
 		s->tr.start_ns = g->cal_ns;
 
 	const char *path = StringValueCStr(s->path);
-	if (!(s->f = fopen(path, "w")))
+	if (!(s->f = open_output(s, path)))
 		rb_sys_fail(path);
 	int rc = rbt_write(s->f, &s->tr, (enum rbt_format)s->fmt);
 	int e = rc == RBP_ENOMEM ? ENOMEM : errno;
@@ -269,6 +376,14 @@ static VALUE save_body(VALUE arg)
 		e = errno;
 	}
 	s->f = NULL;
+	if (!rc && s->tmp[0]) {
+		if (rename(s->tmp, path)) {
+			rc = RBP_EIO;
+			e = errno;
+		} else {
+			s->tmp[0] = 0;
+		}
+	}
 	if (rc) {
 		errno = e;
 		rb_sys_fail(path);
@@ -282,6 +397,8 @@ static VALUE save_cleanup(VALUE arg)
 
 	if (s->f)
 		fclose(s->f);
+	if (s->tmp[0])
+		unlink(s->tmp);
 	for (size_t i = 0; i < s->tr.nthreads; i++) {
 		free(s->tr.threads[i].recs);
 		free(s->names[i]);

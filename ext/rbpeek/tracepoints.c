@@ -67,20 +67,11 @@ int rbk_check_privilege(char *why, size_t why_len, const char *refused)
 	return -EACCES;
 }
 
-/*
- * Find a tracefs with our events; mount it when none is and we may.
- * $RBPEEK_TRACEFS names a copy of its events/raw_syscalls and events/sched
- * that `sudo rbpeek trace` makes for a program it runs as the invoking user.
- */
+/* Find a tracefs with our events; mount it when none is and we may. */
 static int find_tracefs(const char **dir, char *why, size_t why_len)
 {
-	const char *copy = getenv("RBPEEK_TRACEFS");
 	char p[256];
 
-	if (copy && *copy) {
-		snprintf(p, sizeof(p), "%s/events/raw_syscalls/sys_enter/id", copy);
-		if (access(p, R_OK) == 0) { *dir = copy; return 0; }
-	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < sizeof(tracefs_dirs) / sizeof(*tracefs_dirs); i++) {
 			snprintf(p, sizeof(p), "%s/events/raw_syscalls/sys_enter/id", tracefs_dirs[i]);

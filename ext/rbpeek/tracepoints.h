@@ -36,10 +36,11 @@ struct rbk_tp {
 int rbk_check_privilege(char *why, size_t why_len, const char *refused);
 
 /*
- * Fill tp[TP_*] from tracefs: $RBPEEK_TRACEFS (a copy made by `sudo rbpeek
- * trace`, src/profile/tracefs.h) when set and readable, else
- * /sys/kernel/tracing or /sys/kernel/debug/tracing, mounting the first when
- * neither is mounted and the process may.  0, or -errno and why.
+ * Fill tp[TP_*] from tracefs: /sys/kernel/tracing or
+ * /sys/kernel/debug/tracing, mounting the first when neither is mounted and
+ * the process may.  0, or -errno and why.  (Under `sudo rbpeek trace` the
+ * program reads no tracefs: rbpeek, as root, reads it and the streams for
+ * it; ktrace.h, remote handles.)
  */
 int rbk_tp_load(struct rbk_tp tp[NTP], char *why, size_t why_len);
 

@@ -53,7 +53,8 @@ module RbPeek
     # a power of two, 16 bytes each); c_calls: also C methods; blocks: also
     # block calls; gc: GC steps and phases; gvl: GVL states (Ruby 3.2+);
     # kernel: syscalls and scheduler states (needs CAP_PERFMON or root;
-    # without it a warning says so and the rest is recorded).
+    # under `sudo rbpeek trace`, rbpeek reads them for the program; without
+    # them a warning says so and the rest is recorded).
     # With a block: record while it runs, then stop; returns its value.
     def start(buffer_size: DEFAULT_BUFFER_SIZE, c_calls: true, blocks: false, gc: true, gvl: true, kernel: true)
       _start(Integer(buffer_size), c_calls, blocks, gc, gvl, kernel, false)

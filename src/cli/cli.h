@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct rbp_bpf_sampler;
 struct rbp_target;
@@ -218,8 +219,7 @@ int cli_own_usage(double *cpu_s, double *max_rss_mb);
 
 /* How cli_spawn() runs the program. */
 enum {
-	CLI_SPAWN_AS_INVOKER = 1,    /* under sudo: as the invoking user, never root */
-	CLI_SPAWN_KEEP_PERFMON = 2,  /* and with CAP_PERFMON (ambient), for the tracer */
+	CLI_SPAWN_AS_INVOKER = 1,    /* under sudo: as the invoking user, no capability */
 };
 /*
  * Fork and exec cmd (spawn.c).  Returns the child's pid, or -1 with the
@@ -227,12 +227,18 @@ enum {
  */
 int cli_spawn(char **cmd, unsigned flags);
 /*
- * Under sudo: a copy of tracefs's raw_syscalls and sched event
- * descriptions in a new directory the invoking user may read (for the
- * tracer's $RBPEEK_TRACEFS), else NULL.  Remove it with cli_tracefs_remove().
+ * cli_spawn with a gate: the child, once it is the user it will run as,
+ * keeps keep_fd open across exec (when >= 0), names it in $keep_env as
+ * "FD:PID", and waits; the parent runs before_exec(child pid, arg) and then
+ * lets it exec.  trace opens the program's kernel streams this way.
  */
-char *cli_tracefs_copy(void);
-void cli_tracefs_remove(char *dir);   /* NULL-safe; frees dir */
+struct cli_spawn_gate {
+	int keep_fd;
+	const char *keep_env;
+	void (*before_exec)(pid_t child, void *arg);
+	void *arg;
+};
+int cli_spawn_gated(char **cmd, unsigned flags, const struct cli_spawn_gate *g);
 
 int cmd_snapshot(int argc, char **argv);
 int cmd_record(int argc, char **argv);

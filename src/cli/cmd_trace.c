@@ -23,12 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/invoker.h"
+#include "../../ext/rbpeek/ktrace.h"   /* the tracer's kernel streams, served to it under sudo */
 
 static const char trace_usage[] =
 	"usage: rbpeek trace -o FILE [-f perfetto|json] [--buffer-size N] [--no-c-calls]\n"
@@ -46,8 +50,8 @@ static const char trace_usage[] =
 	"                        when a thread records more, its oldest events are dropped\n"
 	"  --no-c-calls          leave C methods out (cheaper)\n"
 	"  --no-drop-root        from a root shell, run the program as root (refused under sudo;\n"
-	"                        there it runs as the invoking user, keeping only CAP_PERFMON\n"
-	"                        for the kernel streams)\n"
+	"                        there it runs as the invoking user with no capability, and\n"
+	"                        rbpeek reads its kernel streams for it)\n"
 	"\n"
 	"The tracer is loaded through RUBYOPT from $RBPEEK_TRACE_LIB, the build tree's\n"
 	"ext/ directory, PREFIX/lib/rbpeek/ruby next to an installed rbpeek (make install,\n"
@@ -138,6 +142,80 @@ static int absolute(const char *out, char *buf, size_t len)
 	return snprintf(buf, len, "%s/%s", cwd, out) >= (int)len ? -1 : 0;
 }
 
+/*
+ * The program's kernel streams under sudo: opened here, as root, for the
+ * child while it waits to exec (its only thread, which every later thread
+ * inherits them from), and served to its tracer over a socket.
+ */
+struct kstreams {
+	struct rbk_trace *t;   /* NULL when they could not be opened */
+	int rc;                /* then why not: -errno and a reason */
+	char why[256];
+	int fd;                /* our end of the socket; -1 once closed */
+	uid_t uid;             /* the user the program runs as */
+	gid_t gid;
+};
+
+/*
+ * Whether pid still runs as the user, with no capability: not after it
+ * exec'd a setuid or setgid program or one with file capabilities (the
+ * kernel then drops its per-thread events, but the per-CPU wakeup events
+ * would still see it).  Only then are its requests answered.
+ */
+static int still_unprivileged(pid_t pid, uid_t uid, gid_t gid)
+{
+	char path[48], line[256];
+	unsigned long v[4];
+	unsigned long long cap;
+	int good = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3]) == 4)
+			good += v[0] == uid && v[1] == uid && v[2] == uid && v[3] == uid;
+		else if (sscanf(line, "Gid: %lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3]) == 4)
+			good += v[0] == gid && v[1] == gid && v[2] == gid && v[3] == gid;
+		else if (sscanf(line, "CapPrm: %llx", &cap) == 1 || sscanf(line, "CapEff: %llx", &cap) == 1)
+			good += cap == 0;
+	}
+	fclose(f);
+	return good == 4;
+}
+
+static void open_kstreams(pid_t pid, void *arg)
+{
+	struct kstreams *k = arg;
+
+	k->rc = rbk_open_pid(&k->t, pid, 0, k->why, sizeof(k->why));
+}
+
+/* Wait for the child, answering its tracer's requests meanwhile. */
+static int wait_serving(struct kstreams *k, int *status)
+{
+	for (;;) {
+		pid_t w = waitpid(child, status, k->fd < 0 ? 0 : WNOHANG);
+		if (w == child)
+			return 0;
+		if (w < 0 && errno != EINTR)
+			return -1;
+		if (k->fd < 0)
+			continue;
+		struct pollfd p = { k->fd, POLLIN, 0 };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		if (!still_unprivileged(child, k->uid, k->gid) || rbk_serve(k->t, k->rc, k->why, k->fd)) {
+			/* it became privileged, closed its end, stalled, or spoke nonsense */
+			close(k->fd);
+			k->fd = -1;
+			rbk_close(k->t);
+			k->t = NULL;
+		}
+	}
+}
+
 /* Remove a stale output (as the invoking user under sudo, as every file change). */
 static int unlink_fn(void *path)
 {
@@ -145,38 +223,47 @@ static int unlink_fn(void *path)
 }
 
 /*
- * Run the program and wait for it.  Under sudo it runs as the invoking user
- * with CAP_PERFMON and a readable copy of tracefs (spawn.c), unless
- * no_drop_root.
+ * Run the program and wait for it.  Under sudo (unless no_drop_root) it
+ * runs as the invoking user with no capability, and its kernel streams are
+ * opened here and served to it (struct kstreams).  The trace is written by
+ * the program (ext/rbpeek/trace_save.c, a temporary renamed into place);
+ * here it is only looked at, never followed through a symlink.
  */
 static int run(char **cmd, const char *out, int no_drop_root)
 {
 	struct stat st;
-	int status;
+	struct cli_invoker inv;
+	struct kstreams k = { .fd = -1 };
+	int status, sv[2], rc;
 	/* a device or FIFO (-o /dev/stdout) is written in place and never removed */
 	int special = !stat(out, &st) && !S_ISREG(st.st_mode);
-	char *tracefs = no_drop_root ? NULL : cli_tracefs_copy();
 
-	if (tracefs && setenv("RBPEEK_TRACEFS", tracefs, 1))
-		return EXIT_INTERNAL;
 	if (!special)   /* so that a stale file is not taken for this run's trace */
 		cli_as_invoker(unlink_fn, (void *)out);
-	child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER | CLI_SPAWN_KEEP_PERFMON);
+	if (!no_drop_root && cli_invoker(&inv) && !socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		struct cli_spawn_gate g = { sv[1], "RBPEEK_TRACE_KFD", open_kstreams, &k };
+		/* a program that stops reading its answers does not hold rbpeek */
+		struct timeval tmo = { 10, 0 };
+		setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
+		setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo));
+		k.fd = sv[0];
+		k.uid = inv.uid;
+		k.gid = inv.gid;
+		child = cli_spawn_gated(cmd, CLI_SPAWN_AS_INVOKER, &g);
+		close(sv[1]);
+	} else {
+		child = cli_spawn(cmd, no_drop_root ? 0 : CLI_SPAWN_AS_INVOKER);
+	}
 	signal(SIGINT, SIG_IGN);  /* the terminal's Ctrl-C reaches the program itself */
 	signal(SIGTERM, forward);
 	signal(SIGHUP, forward);
-	if (child < 0) {
-		cli_tracefs_remove(tracefs);
-		return EXIT_USAGE;
-	}
-	while (waitpid(child, &status, 0) < 0) {
-		if (errno != EINTR) {
-			cli_tracefs_remove(tracefs);
-			return EXIT_INTERNAL;
-		}
-	}
-	cli_tracefs_remove(tracefs);
-	if (!special && (stat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
+	rc = child < 0 ? EXIT_USAGE : wait_serving(&k, &status) ? EXIT_INTERNAL : 0;
+	if (k.fd >= 0)
+		close(k.fd);
+	rbk_close(k.t);
+	if (rc)
+		return rc;
+	if (!special && (lstat(out, &st) || !S_ISREG(st.st_mode) || !st.st_size)) {
 		fprintf(stderr, "rbpeek: error: the program exited without writing '%s'\n"
 			"hint: does the command run Ruby itself or exec it (a Ruby it forks or spawns is "
 			"not traced), and can that Ruby load the tracer? (build it for that Ruby: "

@@ -23,9 +23,11 @@
 #include <errno.h>
 #include <grp.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -422,6 +424,60 @@ static void test_unprivileged(void)
 	}
 }
 
+/* Remote handles (sudo rbpeek trace): this process opens the streams of a
+ * child and serves them; the child, with no privilege, reads its own
+ * syscalls through the socket named in $RBPEEK_TRACE_KFD. */
+static void test_remote(void)
+{
+	int sv[2], gate[2];
+	if (getuid() != 0) {
+		printf("skip remote: not root\n");
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || pipe(gate)) return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rbk_trace *t = NULL;
+		struct evs e = { 0 };
+		char why[512] = "", env[48], c;
+		close(sv[0]);
+		close(gate[1]);
+		int ok = setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0;
+		ok = ok && read(gate[0], &c, 1) >= 0;
+		snprintf(env, sizeof(env), "%d:%d", sv[1], (int)getpid());
+		setenv("RBPEEK_TRACE_KFD", env, 1);
+		int rc = rbk_open(&t, 0, why, sizeof(why));
+		for (int i = 0; i < 50; i++) syscall(SYS_getppid);
+		int drc = t ? rbk_drain(t, collect, &e) : -1;
+		int calls = count_calls(&e, gettid_(), SYS_getppid, 0, 1), others = 0, wakers = 0;
+		for (size_t i = 0; i < e.n; i++) {
+			others += e.ev[i].kind != RBK_SCHED_WAKEUP && e.ev[i].tid != gettid_();
+			wakers += e.ev[i].kind == RBK_SCHED_WAKEUP && e.ev[i].nr_or_ret != 0;
+		}
+		rbk_close(t);
+		_exit(!ok ? 1 : rc ? 2 : drc ? 3 : calls < 50 ? 4 : others ? 5 : wakers ? 6 : 0);
+	}
+	close(sv[1]);
+	close(gate[0]);
+	struct rbk_trace *t = NULL;
+	char why[512] = "";
+	int rc = rbk_open_pid(&t, pid, 0, why, sizeof(why)), st = -1, served = 0;
+	close(gate[1]);
+	for (;;) {
+		if (waitpid(pid, &st, WNOHANG) == pid) break;
+		struct pollfd pf = { sv[0], POLLIN, 0 };
+		if (poll(&pf, 1, 50) > 0 && rbk_serve(t, rc, why, sv[0]) == 0) served++;
+	}
+	close(sv[0]);
+	rbk_close(t);
+	TEST("remote: a child without privilege reads its own syscalls through rbpeek") {
+		CHECK_EQ_INT(rc, 0);
+		CHECK(WIFEXITED(st));
+		CHECK_EQ_INT(WEXITSTATUS(st), 0);   /* 2 open, 3 drain, 4 calls missing, 5 others', 6 waker */
+		CHECK(served >= 2);                 /* open, drain */
+	}
+}
+
 static void test_names(void)
 {
 	TEST("syscall names from the kernel headers") {
@@ -459,6 +515,7 @@ int main(void)
 	test_names();
 	test_inherit_thread_bit();
 	test_unprivileged();
+	test_remote();
 
 	struct work w = { 0 };
 	pthread_t th[5];
