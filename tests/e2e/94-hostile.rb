@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-timeout: 300 (14 checks, 43 s on a loaded 2-core machine; make asan is slower)
 #
 # 94-hostile.rb - rbpeek record against targets that do their worst
 # (tests/targets/record/): ~1,000 threads created and finished per second,
