@@ -54,28 +54,43 @@ static const char *human(uint64_t n, char *buf, size_t cap)
 	return buf;
 }
 
+/* n rounded up to a --max-output value: "196M", "13G". */
+static const char *size_arg(uint64_t n, char *buf, size_t cap)
+{
+	if (n < (1ull << 30))
+		snprintf(buf, cap, "%lluM", (unsigned long long)((n + (1 << 20) - 1) >> 20));
+	else
+		snprintf(buf, cap, "%lluG", (unsigned long long)((n + (1ull << 30) - 1) >> 30));
+	return buf;
+}
+
 /*
  * Whether fmt's output for p stays under the bound: 0, else the error
- * printed and EXIT_TOOBIG (EXIT_INTERNAL without memory).
+ * printed and EXIT_TOOBIG (EXIT_INTERNAL without memory).  Over the bound
+ * the estimate goes on to 64 times it, to say how much was asked.
  */
 static int check_output_size(const struct rbp_profile *p, const struct rbp_format *fmt,
 			     const char *input, uint64_t max, int given)
 {
-	uint64_t est;
-	char a[32], b[32];
+	uint64_t est, far = max > UINT64_MAX / 64 ? UINT64_MAX : max * 64;
+	char a[32], b[32], c[32];
 
-	if (rbp_output_estimate(p, fmt, max, &est)) {
+	if (rbp_output_estimate(p, fmt, max, &est) ||
+	    (est > max && rbp_output_estimate(p, fmt, far, &est))) {
 		fprintf(stderr, "rbpeek: error: out of memory\n");
 		return EXIT_INTERNAL;
 	}
 	if (est <= max)
 		return 0;
-	fprintf(stderr, "rbpeek: error: '%s': its %s output would be over %s, more than %s%s "
+	fprintf(stderr, "rbpeek: error: '%s': its %s output would be %s %s, over %s%s "
 		"(its stacks are deep or wide, or its names long, far beyond its size)\n", input,
-		fmt->name, human(est, a, sizeof(a)), human(max, b, sizeof(b)),
-		given ? " (--max-output)" : ", the bound for a raw file of its size");
-	fprintf(stderr, "hint: if you trust the file, raise the bound with --max-output SIZE "
-		"(e.g. --max-output %s)\n", human(est * 2, a, sizeof(a)));
+		fmt->name, est > far ? "over" : "about", human(est, a, sizeof(a)),
+		human(max, b, sizeof(b)), given ? " (--max-output)" : ", the bound for a raw file of its size");
+	if (est <= far)
+		fprintf(stderr, "hint: if you trust the file, raise the bound: --max-output %s\n",
+			size_arg(est, c, sizeof(c)));
+	else
+		fprintf(stderr, "hint: if you trust the file, raise the bound with --max-output SIZE\n");
 	return EXIT_TOOBIG;
 }
 

@@ -298,8 +298,9 @@ check("hostile/output-bomb") do |probs|
     took = format("%.1f", R.mono - t0)
     if res.status == 12
       refused << fmt
-      probs << "#{fmt}: refusal without the bound and the option: #{err[0, 400].inspect}" unless
-        err.include?("would be over") && err.include?("--max-output")
+      probs << "#{fmt}: refusal without the size, the bound and the option: #{err[0, 400].inspect}" unless
+        err =~ /output would be (about|over) [\d.]+ [KMG]?B, over [\d.]+ [KMG]?B, the bound/ &&
+        err =~ /--max-output \d+[MG]\n/
     elsif res.status&.zero?
       written << fmt
     else
