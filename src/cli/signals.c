@@ -43,12 +43,27 @@ static void on_stop(int sig)
 		stop_sig = sig;
 }
 
+/* What the fault signals did before (a sanitizer's report, or the default). */
+static struct sigaction fault_before[sizeof(fault_sigs) / sizeof(fault_sigs[0])];
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	(void)uc;
 	if (si && si->si_code <= 0) {   /* SI_USER, SI_QUEUE, SI_TKILL: sent, not a fault */
 		on_stop(sig);
 		return;
+	}
+	for (size_t i = 0; i < N(fault_sigs); i++) {
+		const struct sigaction *b = &fault_before[i];
+		if (fault_sigs[i] != sig)
+			continue;
+		if ((b->sa_flags & SA_SIGINFO) && b->sa_sigaction) {
+			b->sa_sigaction(sig, si, uc);   /* ASan's report, under make asan */
+			break;
+		}
+		if (b->sa_handler != SIG_DFL && b->sa_handler != SIG_IGN) {
+			b->sa_handler(sig);
+			break;
+		}
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);   /* blocked in here: delivered, with its default action, on return */
@@ -85,7 +100,7 @@ static void set_stop(int deflt)
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < N(fault_sigs); i++)
-		sigaction(fault_sigs[i], &sa, NULL);
+		sigaction(fault_sigs[i], &sa, &fault_before[i]);
 }
 
 void cli_signals_init(void)
