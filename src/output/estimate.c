@@ -148,10 +148,14 @@ static uint64_t est_flamegraph(struct est *e)
 {
 	const struct rbp_profile *p = e->p;
 	uint64_t *incl = calloc(p->n_nodes + 1, sizeof(*incl)), total = 64 << 10;
-	uint64_t threads = p->n_threads > 64 ? 64 : p->n_threads, min = p->n_samples / 1000;
+	uint64_t threads = p->n_threads > 64 ? 64 : p->n_threads, work = 0, min;
 
 	if (!incl)
 		return e->err = RBP_ENOMEM, 0;
+	/* drawn at 1/1000 of either view's samples: the smaller, working one's is lower */
+	for (size_t i = 0; i < p->n_samples; i++)
+		work += !(p->sample_flags[i] & RBP_SAMPLE_IDLE);
+	min = work / 1000;
 	memcpy(incl, e->count, p->n_nodes * sizeof(*incl));
 	for (size_t n = p->n_nodes - 1; n > 0; n--)
 		incl[p->nodes[n].parent] += incl[n];
