@@ -20,8 +20,8 @@
 #include "ruby/gc.h"
 #include "ruby/vm.h"
 #include "util/err.h"
-#include "util/text.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char snapshot_usage[] =
 	"usage: rbpeek snapshot --pid PID [--subprocesses] [--nonblocking | --native] [--json] [--no-gc]\n"

@@ -301,9 +301,12 @@ int top_draw(const struct rbp_profile *p, struct view *v)
 		term_size(&rows, &cols);
 	if ((err = table_build(p, v, &t)))
 		return err;
-	for (size_t k = 0; k < t.n_order; k++)
-		if (text_cols(t.cum[t.order[k]].label) > fn_width)
-			fn_width = text_cols(t.cum[t.order[k]].label);
+	for (size_t k = 0; k < t.n_order; k++) {
+		char shown[1024];   /* as draw_row writes it */
+		rbp_text_escape(shown, sizeof(shown), t.cum[t.order[k]].label);
+		if (text_cols(shown) > fn_width)
+			fn_width = text_cols(shown);
+	}
 	size_t max_fn = cols >= 80 ? (size_t)(cols - 40) / 2 : cols > 40 ? (size_t)(cols - 17) / 2 : 12;
 	if (fn_width > max_fn)
 		fn_width = max_fn;
