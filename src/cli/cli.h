@@ -29,6 +29,8 @@ enum rbp_exit {
 	EXIT_NOSAMPLES = 9,  /* the recording got no samples (nothing written) */
 	EXIT_OUTPUT = 10,    /* the output file could not be written */
 	EXIT_RAW = 11,       /* bad raw file given to report */
+	EXIT_TOOBIG = 12,    /* report: the output would pass the bound for the raw
+			      * file's size (--max-output raises it) */
 };
 
 /* What the error is about, so messages can name it. */

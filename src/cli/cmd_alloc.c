@@ -21,6 +21,7 @@
 #include "profile/subject.h"
 #include "ruby/vm.h"
 #include "util/err.h"
+#include "util/text.h"
 
 static const char alloc_usage[] =
 	"usage: rbpeek alloc --pid PID [options]\n"
@@ -129,9 +130,12 @@ static int print_tables(const struct rbp_alloc_count *c, FILE *out, size_t top)
 
 	if (!rbp_alloc_tally_classes(c, &t, &n)) {
 		fprintf(out, "  %12s  %6s  %s\n", "allocations", "share", "class");
-		for (size_t i = 0; i < n && i < top; i++, lines++)
-			fprintf(out, "  %12llu  %5.1f%%  %s\n", (unsigned long long)t[i].n,
-				100.0 * (double)t[i].n / (double)c->allocs, p->frames[t[i].key].label);
+		for (size_t i = 0; i < n && i < top; i++, lines++) {
+			fprintf(out, "  %12llu  %5.1f%%  ", (unsigned long long)t[i].n,
+				100.0 * (double)t[i].n / (double)c->allocs);
+			rbp_text_put(out, p->frames[t[i].key].label);   /* control characters escaped */
+			fputc('\n', out);
+		}
 		free(t);
 	}
 	if (!rbp_alloc_tally_sites(c, &t, &n)) {
@@ -144,9 +148,12 @@ static int print_tables(const struct rbp_alloc_count *c, FILE *out, size_t top)
 				snprintf(name, sizeof(name), "(no Ruby frame)");
 			else
 				rbp_frame_name(&p->frames[t[i].key], name, sizeof(name));
-			fprintf(out, " ~%12.0f  %5.1f%%  %s  [%s %.0f%%]\n", (double)t[i].n * scale,
-				100.0 * (double)t[i].n / (double)c->samples, name,
-				p->frames[t[i].cls].label, 100.0 * (double)t[i].cls_n / (double)t[i].n);
+			fprintf(out, " ~%12.0f  %5.1f%%  ", (double)t[i].n * scale,
+				100.0 * (double)t[i].n / (double)c->samples);
+			rbp_text_put(out, name);
+			fputs("  [", out);
+			rbp_text_put(out, p->frames[t[i].cls].label);
+			fprintf(out, " %.0f%%]\n", 100.0 * (double)t[i].cls_n / (double)t[i].n);
 		}
 		free(t);
 	}

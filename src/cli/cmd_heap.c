@@ -18,6 +18,7 @@
 #include "ruby/vm.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char heap_usage[] =
 	"usage: rbpeek heap --pid PID [--json] [--top N]\n"
@@ -105,7 +106,11 @@ static void print_text(const struct rbp_heap *h, int pid, const char *version, l
 	size_t n = shown_classes(h, top);
 	printf("\nBiggest classes (%zu of %zu):\n", n, h->n_classes);
 	for (size_t i = 0; i < n; i++)
-		printf("  %10llu  %s\n", (unsigned long long)h->classes[i].count, h->classes[i].name);
+	{
+		printf("  %10llu  ", (unsigned long long)h->classes[i].count);
+		rbp_text_put(stdout, h->classes[i].name);   /* control characters escaped */
+		putchar('\n');
+	}
 }
 
 static void print_json(const struct rbp_heap *h, int pid, const char *version, long top)

@@ -6,11 +6,93 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "output/output.h"
 #include "profile/raw.h"
 #include "util/err.h"
+
+/* The default bound of report's output: the raw file's size times this, plus the slack. */
+#define REPORT_MAX_RATIO 1024
+#define REPORT_MAX_SLACK (64ull << 20)
+
+/* "123", "64K", "2G" (powers of 1024) into *out: 0, or -1 when it is not a size. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	int shift = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	n = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end || n == 0 || n > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
+/* "1.5 GB" */
+static const char *human(uint64_t n, char *buf, size_t cap)
+{
+	static const char units[] = "BKMGTP";
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, u ? "%.1f %cB" : "%.0f %c", v, units[u]);
+	return buf;
+}
+
+/* n rounded up to a --max-output value: "196M", "13G". */
+static const char *size_arg(uint64_t n, char *buf, size_t cap)
+{
+	if (n < (1ull << 30))
+		snprintf(buf, cap, "%lluM", (unsigned long long)((n + (1 << 20) - 1) >> 20));
+	else
+		snprintf(buf, cap, "%lluG", (unsigned long long)((n + (1ull << 30) - 1) >> 30));
+	return buf;
+}
+
+/*
+ * Whether fmt's output for p stays under the bound: 0, else the error
+ * printed and EXIT_TOOBIG (EXIT_INTERNAL without memory).  Over the bound
+ * the estimate goes on to 64 times it, to say how much was asked.
+ */
+static int check_output_size(const struct rbp_profile *p, const struct rbp_format *fmt,
+			     const char *input, uint64_t max, int given)
+{
+	uint64_t est, far = max > UINT64_MAX / 64 ? UINT64_MAX : max * 64;
+	char a[32], b[32], c[32];
+
+	if (rbp_output_estimate(p, fmt, max, &est) ||
+	    (est > max && rbp_output_estimate(p, fmt, far, &est))) {
+		fprintf(stderr, "rbpeek: error: out of memory\n");
+		return EXIT_INTERNAL;
+	}
+	if (est <= max)
+		return 0;
+	fprintf(stderr, "rbpeek: error: '%s': its %s output would be %s %s, over %s%s "
+		"(its stacks are deep or wide, or its names long, far beyond its size)\n", input,
+		fmt->name, est > far ? "over" : "about", human(est, a, sizeof(a)),
+		human(max, b, sizeof(b)), given ? " (--max-output)" : ", the bound for a raw file of its size");
+	if (est <= far)
+		fprintf(stderr, "hint: if you trust the file, raise the bound: --max-output %s\n",
+			size_arg(est, c, sizeof(c)));
+	else
+		fprintf(stderr, "hint: if you trust the file, raise the bound with --max-output SIZE\n");
+	return EXIT_TOOBIG;
+}
 
 static const char report_usage[] =
 	"usage: rbpeek report -i RAWFILE [-f FORMAT] [-o FILE]\n"
@@ -25,6 +107,11 @@ static const char report_usage[] =
 	"      --idle          keep the samples of threads waiting for work (as record\n"
 	"                      --idle; by default they are left out, as by record)\n"
 	"      --no-idle       the default\n"
+	"      --max-output SIZE\n"
+	"                      refuse (exit 12) when the output would be larger (bytes,\n"
+	"                      or with K, M, G; default 1024 times the raw file's size\n"
+	"                      plus 64M: a small raw file of deep, wide stacks can ask\n"
+	"                      for many GB)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"formats:\n";
@@ -50,12 +137,15 @@ int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
+		{ "max-output", required_argument, NULL, 'M' },
 		CLI_OPTS_OUTPUT,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_END
 	};
 	const char *input = NULL, *format = NULL, *output = NULL;
-	int c, err, rc, keep_idle = 0;
+	int c, err, rc, keep_idle = 0, max_given = 0;
+	uint64_t max_output = 0;
+	struct stat st;
 	struct cli_parser cp = { .cmd = "report", .usage = report_usage, .formats = 1,
 		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format,
 		.idle = &keep_idle };
@@ -67,7 +157,14 @@ int cmd_report(int argc, char **argv)
 	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		if (c == CLI_OPT_ERROR)
 			return EXIT_USAGE;
-		input = optarg;   /* -i FILE, report's only option of its own */
+		if (c == 'M') {
+			if (parse_size(optarg, &max_output))
+				return cli_usage_error("report", "--max-output wants a size in bytes "
+						       "(K, M, G allowed), not '%s'", optarg);
+			max_given = 1;
+		} else {
+			input = optarg;   /* -i FILE */
+		}
 	}
 	if (cli_no_operands("report", argc, argv))
 		return EXIT_USAGE;
@@ -80,6 +177,13 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,
 			err == RBP_EIO ? "cannot open it" : rbp_strerror(err));
 		return EXIT_RAW;
+	}
+	if (!max_given)   /* the file was read: it is there */
+		max_output = (stat(input, &st) ? 0 : (uint64_t)st.st_size) * REPORT_MAX_RATIO +
+			REPORT_MAX_SLACK;
+	if ((rc = check_output_size(&p, fmt, input, max_output, max_given))) {
+		rbp_profile_free(&p);
+		return rc;
 	}
 	if (!output) {
 		default_output(outbuf, sizeof(outbuf), input, fmt->ext);

@@ -21,6 +21,7 @@
 #include "ruby/vm.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char snapshot_usage[] =
 	"usage: rbpeek snapshot --pid PID [--subprocesses] [--nonblocking | --native] [--json] [--no-gc]\n"
@@ -132,19 +133,32 @@ static const char *thread_name(const struct rbp_thread *t, const struct os_threa
 	return name ? name : os->comm[0] ? os->comm : NULL;
 }
 
+/* Names from the target, control characters escaped (util/text.h). */
+static void put_text(const char *s)
+{
+	rbp_text_put(stdout, s);
+}
+
 static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 		       int pid, const char *version, const char *cmdline, int no_gc)
 {
-	printf("Process %d: ruby %s, %zu thread%s\n", pid, version, s->n_threads,
-	       s->n_threads == 1 ? "" : "s");
-	if (cmdline)
-		printf("Command: %s\n", cmdline);
+	printf("Process %d: ruby ", pid);
+	put_text(version);
+	printf(", %zu thread%s\n", s->n_threads, s->n_threads == 1 ? "" : "s");
+	if (cmdline) {
+		fputs("Command: ", stdout);
+		put_text(cmdline);
+		putchar('\n');
+	}
 	for (size_t i = 0; i < s->n_threads; i++) {
 		const struct rbp_thread *t = &s->threads[i];
 		const char *name = thread_name(t, &os[i]);
 		printf("\nThread %d", (int)t->tid);
-		if (name)
-			printf(" \"%s\"", name);
+		if (name) {
+			fputs(" \"", stdout);
+			put_text(name);
+			putchar('"');
+		}
 		printf(" (%s%s)\n", t->has_gvl ? "holds GVL, " : "", state_name(os[i].state));
 		if (t->err)
 			printf("    (stack unreadable: %s)\n", rbp_strerror(t->err));
@@ -152,11 +166,14 @@ static void print_text(const struct rbp_stacks *s, const struct os_thread *os,
 			printf("    %s\n", rbp_gc_label(t->gc));
 		for (size_t j = 0; j < t->n_frames; j++) {
 			const struct rbp_frame *f = &s->frames[t->first_frame + j];
-			const char *mark = f->kind == RBP_FRAME_NATIVE ? "[native] " : "";
-			if (f->path[0])
-				printf("    %s%s (%s:%d)\n", mark, f->label, f->path, (int)f->line);
-			else
-				printf("    %s%s\n", mark, f->label);
+			printf("    %s", f->kind == RBP_FRAME_NATIVE ? "[native] " : "");
+			put_text(f->label);
+			if (f->path[0]) {
+				fputs(" (", stdout);
+				put_text(f->path);
+				printf(":%d)", (int)f->line);
+			}
+			putchar('\n');
 		}
 	}
 }

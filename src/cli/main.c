@@ -29,7 +29,8 @@ static const char usage[] =
 	"\n"
 	"exit codes: 0 ok, 1 internal error, 2 usage, 3 no such process, 4 permission denied,\n"
 	"5 not a Ruby process, 6 unsupported Ruby version, 7 Ruby VM not found, 8 bad core file,\n"
-	"9 no samples recorded, 10 output not written, 11 bad raw file\n";
+	"9 no samples recorded, 10 output not written, 11 bad raw file,\n"
+	"12 report's output over the bound for its raw file (--max-output)\n";
 
 struct command {
 	const char *name;

@@ -7,8 +7,27 @@
 #include <signal.h>
 #include <stddef.h>
 
+/*
+ * Every signal whose default action ends the process, except the faults
+ * below and SIGKILL; the real-time ones (SIGRTMIN..SIGRTMAX, which glibc
+ * numbers at run time) are added in set_stop.
+ */
 static const int stop_sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
-				 SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF };
+				 SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF, SIGABRT, SIGIO,
+#ifdef SIGPWR
+				 SIGPWR,
+#endif
+#ifdef SIGSTKFLT
+				 SIGSTKFLT,
+#endif
+			       };
+/*
+ * Signals the kernel sends for a fault of rbpeek's own (a bad address, a
+ * trap, a forbidden system call): sent by kill(2) they stop the recording
+ * as the others do; a real fault takes its default action (a core dump),
+ * since returning from the handler would only fault again.
+ */
+static const int fault_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
 static const int ignored_sigs[] = { SIGPIPE, SIGXFSZ };
 static const int job_sigs[] = { SIGTSTP, SIGTTIN, SIGTTOU };
 
@@ -22,6 +41,32 @@ static void on_stop(int sig)
 {
 	if (!stop_sig)
 		stop_sig = sig;
+}
+
+/* What the fault signals did before (a sanitizer's report, or the default). */
+static struct sigaction fault_before[sizeof(fault_sigs) / sizeof(fault_sigs[0])];
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	if (si && si->si_code <= 0) {   /* SI_USER, SI_QUEUE, SI_TKILL: sent, not a fault */
+		on_stop(sig);
+		return;
+	}
+	for (size_t i = 0; i < N(fault_sigs); i++) {
+		const struct sigaction *b = &fault_before[i];
+		if (fault_sigs[i] != sig)
+			continue;
+		if ((b->sa_flags & SA_SIGINFO) && b->sa_sigaction) {
+			b->sa_sigaction(sig, si, uc);   /* ASan's report, under make asan */
+			break;
+		}
+		if (b->sa_handler != SIG_DFL && b->sa_handler != SIG_IGN) {
+			b->sa_handler(sig);
+			break;
+		}
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);   /* blocked in here: delivered, with its default action, on return */
 }
 
 static void on_job(int sig)
@@ -39,12 +84,31 @@ static void set_all(const int *sigs, size_t n, void (*handler)(int))
 		sigaction(sigs[i], &sa, NULL);
 }
 
+/* The stop and fault signals, real-time ones included, to handler (or their default). */
+static void set_stop(int deflt)
+{
+	struct sigaction sa = { 0 };
+
+	set_all(stop_sigs, N(stop_sigs), deflt ? SIG_DFL : on_stop);
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		set_all(&sig, 1, deflt ? SIG_DFL : on_stop);
+	if (deflt) {
+		set_all(fault_sigs, N(fault_sigs), SIG_DFL);
+		return;
+	}
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < N(fault_sigs); i++)
+		sigaction(fault_sigs[i], &sa, &fault_before[i]);
+}
+
 void cli_signals_init(void)
 {
 	if (installed)
 		return;
 	installed = 1;
-	set_all(stop_sigs, N(stop_sigs), on_stop);
+	set_stop(0);
 	set_all(ignored_sigs, N(ignored_sigs), SIG_IGN);
 	set_all(job_sigs, N(job_sigs), on_job);
 }
@@ -84,7 +148,7 @@ int cli_suspend_if_pending(void (*before)(void), void (*after)(void))
 
 void cli_signals_child_defaults(void)
 {
-	set_all(stop_sigs, N(stop_sigs), SIG_DFL);
+	set_stop(1);
 	set_all(ignored_sigs, N(ignored_sigs), SIG_DFL);
 	set_all(job_sigs, N(job_sigs), SIG_DFL);
 }

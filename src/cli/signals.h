@@ -3,12 +3,14 @@
  * take signals, so that none of them loses a recording or leaves the
  * target stopped.
  *
- *   - Stop signals (INT, TERM, HUP, QUIT, USR1, USR2, ALRM, XCPU, VTALRM,
- *     PROF): their default action would kill rbpeek, possibly while it
- *     holds a thread of the target, and lose the profile.  They are noted
- *     (the first one wins) and end the recording as Ctrl-C does; the
- *     profile is written.  Handlers have no SA_RESTART, so a sleep ends at
- *     once.
+ *   - Stop signals: every signal whose default action would kill rbpeek
+ *     (INT, TERM, HUP, QUIT, USR1, USR2, ALRM, XCPU, VTALRM, PROF, ABRT,
+ *     IO, PWR, STKFLT, the real-time ones, and SEGV, BUS, FPE, ILL, TRAP,
+ *     SYS when sent with kill(2)), possibly while it holds a thread of the
+ *     target, and lose the profile.  They are noted (the first one wins)
+ *     and end the recording as Ctrl-C does; the profile is written.  A
+ *     real fault of rbpeek's own (si_code > 0) still takes its default
+ *     action.  Handlers have no SA_RESTART, so a sleep ends at once.
  *   - SIGPIPE and SIGXFSZ are ignored: a closed stderr (`| head -1`) or a
  *     file-size limit turns into a write error (EPIPE, EFBIG) that is
  *     reported, instead of killing rbpeek before the profile is written.

@@ -12,6 +12,7 @@
 #include "cli/top.h"
 #include "output/output.h"
 #include "util/err.h"
+#include "util/text.h"
 
 static const char *const col_names[TOP_N_COLS] = { "% self", "% total", "self time", "total time" };
 
@@ -143,6 +144,11 @@ static size_t text_cols(const char *s)
 /* One screen line: cut at the width, erased to its end, CRLF (raw mode). */
 static void put_line(FILE *f, const struct view *v, int cols, const char *s)
 {
+	char safe[4096];
+
+	/* names from the target (version, command, thread) never reach the terminal raw */
+	rbp_text_escape(safe, sizeof(safe), s);
+	s = safe;
 	if (v->tty) {
 		fwrite(s, 1, fit(s, (size_t)cols), f);
 		fputs("\033[K\r\n", f);
@@ -246,11 +252,15 @@ static void draw_row(FILE *f, const struct view *v, const struct table *t, size_
 		     size_t fn_width)
 {
 	const struct rbp_row *r = &t->cum[i];
-	char line[2048], place[1024];
-	size_t label_bytes = fit(r->label, fn_width);
+	char line[2048], place[1040], label[1024], path[1024];
+	size_t label_bytes;
 	int n = 0;
 
-	if (r->path[0])
+	rbp_text_escape(label, sizeof(label), r->label);   /* laid out as shown */
+	label_bytes = fit(label, fn_width);
+	if (r->path[0] && rbp_text_escape(path, sizeof(path), r->path) < sizeof(path))
+		snprintf(place, sizeof(place), "%s:%d", path, (int)r->line);
+	else if (r->path[0])
 		snprintf(place, sizeof(place), "%s:%d", r->path, (int)r->line);
 	else
 		snprintf(place, sizeof(place), "-");
@@ -262,8 +272,8 @@ static void draw_row(FILE *f, const struct view *v, const struct table *t, size_
 			fmt_time(cell, sizeof(cell), row_key(t, i, c), v->o->rate);
 		n += snprintf(line + n, sizeof(line) - (size_t)n, "%*s  ", col_widths[c], cell);
 	}
-	n += snprintf(line + n, sizeof(line) - (size_t)n, "%.*s", (int)label_bytes, r->label);
-	for (size_t w = text_cols(r->label); w < fn_width && n < (int)sizeof(line) - 1; w++)
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "%.*s", (int)label_bytes, label);
+	for (size_t w = text_cols(label); w < fn_width && n < (int)sizeof(line) - 1; w++)
 		line[n++] = ' ';
 	line[n] = 0;
 	/* a path too long for what is left loses its start, not its line number */
@@ -291,9 +301,12 @@ int top_draw(const struct rbp_profile *p, struct view *v)
 		term_size(&rows, &cols);
 	if ((err = table_build(p, v, &t)))
 		return err;
-	for (size_t k = 0; k < t.n_order; k++)
-		if (text_cols(t.cum[t.order[k]].label) > fn_width)
-			fn_width = text_cols(t.cum[t.order[k]].label);
+	for (size_t k = 0; k < t.n_order; k++) {
+		char shown[1024];   /* as draw_row writes it */
+		rbp_text_escape(shown, sizeof(shown), t.cum[t.order[k]].label);
+		if (text_cols(shown) > fn_width)
+			fn_width = text_cols(shown);
+	}
 	size_t max_fn = cols >= 80 ? (size_t)(cols - 40) / 2 : cols > 40 ? (size_t)(cols - 17) / 2 : 12;
 	if (fn_width > max_fn)
 		fn_width = max_fn;

@@ -31,6 +31,7 @@
 
 #include "output/output.h"
 #include "util/err.h"
+#include "util/text.h"
 #include "util/vec.h"
 
 #ifndef RBP_VERSION
@@ -129,11 +130,10 @@ static int cmp_cost(const void *a, const void *b)
 	return 0;
 }
 
-/* Names may not contain newlines: they end a line. */
+/* Names may not contain newlines (they end a line): control characters escaped. */
 static void put_name(FILE *out, const char *s)
 {
-	for (; *s; s++)
-		putc_unlocked(*s == '\n' || *s == '\r' ? ' ' : *s, out);
+	rbp_text_put(out, s);
 }
 
 /* file_ids[f->file_id]: the compressed id of f's path, 0 before its first use */

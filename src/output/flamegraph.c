@@ -108,7 +108,8 @@ struct fg {
 
 /*
  * A copy of str that XML accepts (out->s, malloc'd): invalid UTF-8, control
- * characters and the non-characters U+FFFE/U+FFFF become U+FFFD.
+ * characters (C0, DEL and C1: a terminal showing the file would obey them)
+ * and the non-characters U+FFFE/U+FFFF become U+FFFD.
  */
 static int fg_sanitize(const char *str, struct fg_name *out)
 {
@@ -121,7 +122,7 @@ static int fg_sanitize(const char *str, struct fg_name *out)
 	out->chars = 0;
 	while (*s) {
 		int n = rbp_utf8_decode(s, &cp);
-		if (n == 0 || cp < 0x20 || cp == 0xfffe || cp == 0xffff) {
+		if (n == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0xfffe || cp == 0xffff) {
 			memcpy(d, "\xef\xbf\xbd", 3);
 			d += 3;
 			s += n ? n : 1;

@@ -55,6 +55,15 @@ int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *
 int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 
 /*
+ * An upper estimate (within a small factor for real profiles) of the bytes
+ * format f writes for p, from its interned frames and stacks, without
+ * writing anything (estimate.c).  The count stops once it passes limit
+ * (then *bytes > limit), so the work is bounded by limit too.  RBP_ENOMEM.
+ */
+int rbp_output_estimate(const struct rbp_profile *p, const struct rbp_format *f, uint64_t limit,
+			uint64_t *bytes);
+
+/*
  * Frames grouped into functions: frames with the same label and path (they
  * differ by line) are one function.  The shared notion of "function" of
  * summary, pprof, callgrind and chrome.

@@ -15,6 +15,7 @@
 #include "output/output.h"
 #include "util/err.h"
 #include "util/hmap.h"
+#include "util/text.h"
 
 static int cmp_row(const void *a, const void *b)
 {
@@ -128,11 +129,23 @@ static size_t text_width(const char *s)
 	return n;
 }
 
-/* s padded with spaces to width characters. */
+/* The width of s as written, control characters escaped (util/text.h). */
+static size_t shown_width(const char *s)
+{
+	char buf[512];
+	const char *t = rbp_text_safe(s, buf, sizeof(buf));
+	size_t w = t ? text_width(t) : text_width(s);
+
+	if (t && t != s && t != buf)
+		free((char *)t);
+	return w;
+}
+
+/* s, control characters escaped, padded with spaces to width characters. */
 static void put_padded(FILE *out, const char *s, size_t width)
 {
-	fputs(s, out);
-	for (size_t w = text_width(s); w < width; w++)
+	rbp_text_put(out, s);
+	for (size_t w = shown_width(s); w < width; w++)
 		putc(' ', out);
 }
 
@@ -151,13 +164,15 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 	rbp_rows_count(p, node_count, row_of, rows, n);
 	qsort(rows, n, sizeof(*rows), cmp_row);
 	for (size_t i = 0; i < n; i++)
-		if (text_width(rows[i].label) > width)
-			width = text_width(rows[i].label);
+		if (shown_width(rows[i].label) > width)
+			width = shown_width(rows[i].label);
 	if (width > 60)
 		width = 60;
 	double total = p->n_samples ? (double)p->n_samples : 1;
-	fprintf(out, "rbpeek %s: pid %d (ruby %s), %.1f s at %u Hz, %zu %ssamples, %zu threads\n\n",
-		by_line ? "summary by line" : "summary", (int)p->meta.pid, p->meta.ruby_version,
+	fprintf(out, "rbpeek %s: pid %d (ruby ", by_line ? "summary by line" : "summary",
+		(int)p->meta.pid);
+	rbp_text_put(out, p->meta.ruby_version);
+	fprintf(out, "), %.1f s at %u Hz, %zu %ssamples, %zu threads\n\n",
 		(double)p->meta.duration_ns / 1e9, p->meta.rate_hz, p->n_samples,
 		p->meta.on_cpu ? "on-CPU " : "", p->n_threads);
 	fputs(" % self  % total  ", out);
@@ -171,8 +186,10 @@ static int write_table(const struct rbp_profile *p, FILE *out, int by_line)
 			100.0 * (double)r->total / total);
 		put_padded(out, r->label, width);
 		fputs("  ", out);
-		if (r->path[0])
-			fprintf(out, "%s:%d\n", r->path, (int)r->line);
+		if (r->path[0]) {
+			rbp_text_put(out, r->path);
+			fprintf(out, ":%d\n", (int)r->line);
+		}
 		else
 			fputs("-\n", out);
 	}

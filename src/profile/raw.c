@@ -23,7 +23,10 @@
  *     expanded byte (plus RAW_MAX_SLACK): a 2 MB chain of 2 million nested
  *     nodes with samples at a thousand depths would otherwise ask the
  *     writers for billions of frames.
- * Either gives RBP_ERAWBIG, before any output is written.
+ * Either gives RBP_ERAWBIG, before any output is written.  Frames are not
+ * bytes: long names make each frame cost up to 8 KB in the formats that
+ * repeat names per stack, so `report` also bounds each format's estimated
+ * output by the file's size (output/estimate.c) before writing.
  */
 #include "profile/raw.h"
 

@@ -112,6 +112,9 @@ static int read_version(struct rbp_vm *vm)
 	buf[sizeof(buf) - 1] = 0;
 	if (!isdigit((unsigned char)buf[0]) || !strchr(buf, '.'))
 		return RBP_ENOTRUBY;
+	for (char *c = buf; *c; c++)   /* printed in messages: no terminal escapes */
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	memcpy(vm->version, buf, sizeof(vm->version));
 	vm->version[sizeof(vm->version) - 1] = 0;
 	return RBP_OK;

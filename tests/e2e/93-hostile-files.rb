@@ -20,6 +20,16 @@
 #     and a chain of 300,000 nested nodes sampled at a thousand depths: a
 #     clear error (exit 11) in bounded time and memory (before: 3.3 GB and
 #     a minute; the chain never finished).
+#   - An output bomb: a raw file of about 10 KB (a chain of 1,500 nested
+#     frames with 400-byte names, every depth sampled, between samples of
+#     the deepest), which reads in bounded memory but asks collapsed for
+#     0.5 GB and chrome for more.  Under a 300 MB address-space limit every
+#     format either refuses it (exit 12, the bound for the file's size
+#     named, --max-output suggested) or writes it: no crash, no running out
+#     of memory (before: collapsed held every line in memory and failed
+#     here with "out of memory", exit 10; unlimited, a 7.8 KB file took it
+#     to 2 GB resident).  With --max-output raised, collapsed streams all
+#     0.5 GB under the same limit (about 5-12 s here).
 require "etc"
 require "zlib"
 require_relative "lib/e2e"
@@ -28,7 +38,8 @@ include E2E
 
 R = Record
 names = %w[hostile/temp-file-flags hostile/symlink-destination hostile/bad-output-paths
-           hostile/fifo-library-native hostile/fifo-sysroot-core hostile/raw-bomb-samples hostile/raw-bomb-depth]
+           hostile/fifo-library-native hostile/fifo-sysroot-core hostile/raw-bomb-samples hostile/raw-bomb-depth
+           hostile/output-bomb hostile/output-bomb-streamed]
 exit 0 if skip_unless_tracing(names)
 
 # A raw recording to convert (report), made once.
@@ -183,7 +194,7 @@ end
 
 # A raw file, written as rbpeek writes one (see src/profile/raw.c), whose
 # nodes and samples come from the block.
-def bomb(path)
+def bomb(path, strings: %w[f p.rb], frames: [[0, 1, 1, 1, 0]])
   v = lambda do |n|
     s = +"".b
     loop do
@@ -199,8 +210,8 @@ def bomb(path)
   Zlib::GzipWriter.open(path, 9) do |g|
     g.write("RBPEEKRAW".b + 1.chr)
     g.write(z.(1) + str.("3.1.2") + str.("bomb") + v.(0) + v.(1_000_000_000) + v.(100) + v.(100) + v.(0) + v.(0) + v.(0))
-    g.write(v.(2) + str.("f") + str.("p.rb"))                 # strings
-    g.write(v.(1) + v.(0) + v.(1) + z.(1) + z.(1) + v.(0))   # one frame
+    g.write(v.(strings.size) + strings.map { |x| str.(x) }.join)
+    g.write(v.(frames.size) + frames.map { |l, pa, li, fl, k| v.(l) + v.(pa) + z.(li) + z.(fl) + v.(k) }.join)
     yield g, v
     g.write(v.(0x454e44))
   end
@@ -242,6 +253,83 @@ check("hostile/raw-bomb-depth") do |probs|
     g.write(buf)
   end
   bomb_check(probs, path)
+end
+
+# A raw file whose stacks are deep and whose names are long: a chain of
+# depth nested nodes (two frames of one 400-byte label, alternating), each
+# sampled once, between samples of the deepest node (so the chrome
+# timeline opens the whole chain again each time).
+def output_bomb(path, depth)
+  bomb(path, strings: ["L" * 400, "/app/p.rb"], frames: [[0, 1, 1, 1, 0], [0, 1, 2, 1, 0]]) do |g, v|
+    buf = v.(depth)
+    depth.times { |i| buf << v.(i) << v.(i % 2) }    # node i + 1, the child of node i
+    g.write(buf)
+    g.write(v.(1) + v.(2) + v.(2) + v.(0))           # one thread
+    g.write(v.(2 * depth))
+    buf = +"".b
+    depth.times { |i| buf << "\x02\x00".b << v.(depth) << "\x00\x02\x00".b << v.(i + 1) << "\x00".b }
+    g.write(buf)
+  end
+end
+
+BOMB_DEPTH = 1500
+BOMB_AS_KB = 300 * 1024
+# ASan reserves terabytes of address space and valgrind runs its own
+# allocator: no address-space limit for them.
+INSTRUMENTED = VALGRIND || run(["ldd", RBPEEK_BINARY]).stdout.include?("libasan")
+
+# rbpeek ARGS under the address-space limit (none when instrumented).
+def limited(args, timeout:)
+  lim = INSTRUMENTED ? "" : "ulimit -v #{BOMB_AS_KB}; "
+  run(["bash", "-c", "#{lim}exec \"$@\"", "bash", RBPEEK, *args.map(&:to_s)], env: R.env, timeout: timeout)
+end
+
+check("hostile/output-bomb") do |probs|
+  path = output_bomb(R.tmp("outbomb.raw.gz"), BOMB_DEPTH)
+  size = File.size(path)
+  refused = []
+  written = []
+  help = run([RBPEEK, "report", "--help"]).stdout
+  formats = help[/^formats:\n(.*)/m, 1].to_s.scan(/^  (\S+)/).flatten
+  probs << "no formats in report --help" if formats.size < 5
+  formats.each do |fmt|
+    t0 = R.mono
+    res = limited(["report", "-i", path, "-f", fmt, "-o", "/dev/null"], timeout: 120)
+    err = R.stderr_of(res)
+    took = format("%.1f", R.mono - t0)
+    if res.status == 12
+      refused << fmt
+      probs << "#{fmt}: refusal without the size, the bound and the option: #{err[0, 400].inspect}" unless
+        err =~ /output would be (about|over) [\d.]+ [KMG]?B, over [\d.]+ [KMG]?B, the bound/ &&
+        err =~ /--max-output \d+[MG]\n/
+    elsif res.status&.zero?
+      written << fmt
+    else
+      probs << "#{fmt}: #{res.describe} after #{took} s, expected exit 12 (refused) or 0"
+    end
+  end
+  %w[collapsed chrome].each { |f| probs << "#{f} was not refused" unless refused.include?(f) }
+  "#{size} bytes#{INSTRUMENTED ? ' (instrumented: no memory limit)' : ", #{BOMB_AS_KB / 1024} MB limit"}: " \
+    "refused (exit 12) #{refused.join(', ')}; written #{written.join(', ')}"
+end
+
+if INSTRUMENTED
+  skip("hostile/output-bomb-streamed", "a sanitizer or valgrind build cannot run under an address-space limit")
+else
+  check("hostile/output-bomb-streamed") do |probs|
+    path = output_bomb(R.tmp("outbomb.raw.gz"), BOMB_DEPTH)
+    out = R.tmp("outbomb-count")
+    t0 = R.mono
+    res = run(["bash", "-c", "ulimit -v #{BOMB_AS_KB}; \"$@\" | wc -c > #{out}; exit ${PIPESTATUS[0]}", "bash",
+               RBPEEK, "report", "-i", path, "-f", "collapsed", "--max-output", "2G", "-o", "-"],
+              env: R.env, timeout: 120)
+    bytes = File.read(out).to_i
+    probs << "#{res.describe}, expected exit 0" unless res.status&.zero?
+    want = BOMB_DEPTH * (BOMB_DEPTH + 1) / 2 * 400
+    probs << "#{bytes} bytes written, expected over #{want}" unless bytes > want
+    "#{bytes / 1_000_000} MB of folded stacks from #{File.size(path)} bytes under a #{BOMB_AS_KB / 1024} MB limit " \
+      "in #{format('%.1f', R.mono - t0)} s"
+  end
 end
 
 finish

@@ -1,9 +1,12 @@
 # frozen_string_literal: true
+# e2e-timeout: 300 (14 checks, 43 s on a loaded 2-core machine; make asan is slower)
 #
 # 94-hostile.rb - rbpeek record against targets that do their worst
 # (tests/targets/record/): ~1,000 threads created and finished per second,
 # a fork storm, GC.compact in a loop, recursion 10,000 deep, huge and
-# non-UTF-8 labels, paths and thread names, targets that exit or exec (into
+# non-UTF-8 labels, paths and thread names, thread and method names holding
+# terminal escapes (ESC, CR, LF, BEL, CSI: shown escaped by snapshot, top
+# and every text format, never raw), targets that exit or exec (into
 # the same Ruby, and into another Ruby version when a chroot has one) mid
 # recording.  Each time rbpeek must keep going, count what failed as errors
 # (its closing line), exit 0 and write its output, and leave the target
@@ -20,7 +23,8 @@ include E2E
 
 R = Record
 names = %w[hostile/thread-churn hostile/thread-churn-nonblocking hostile/fork-storm hostile/gc-compact
-           hostile/gc-compact-nonblocking hostile/recursion-10000 hostile/strange-strings hostile/exits-mid-sample
+           hostile/gc-compact-nonblocking hostile/recursion-10000 hostile/strange-strings hostile/control-characters
+           hostile/exits-mid-sample
            hostile/exec-same-ruby hostile/exec-other-ruby robust/sigkill-while-paused robust/sigint-random
            robust/disk-full]
 exit 0 if skip_without_rbpeek(names)
@@ -156,6 +160,55 @@ check("hostile/strange-strings") do |probs|
     (p = t.running_problem) && probs << "afterwards: #{p}"
     "every format written"
   end
+end
+
+# Thread and method names holding ESC, CR, LF, BEL and U+009B (CSI), from
+# tests/targets/record/escapes.rb: no text output may hold one raw (a
+# terminal would obey it, a line-based format would get a forged line);
+# each shows escaped ("\e[31m"; U+FFFD in the SVG, which XML demands).  Before the fix snapshot, top, summary,
+# collapsed and callgrind wrote them raw, and the SVG held bytes XML forbids.
+CONTROL = /[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]/n.freeze
+
+def control_problems(probs, what, data, want)
+  data = data.b
+  lines = data.split("\n")
+  bad = lines.grep(CONTROL)
+  probs << "#{what}: #{bad.size} line(s) with a raw control character: #{bad.first.to_s[0, 160].inspect}" unless bad.empty?
+  probs << "#{what}: no #{want.inspect} in #{data[0, 300].inspect}" unless data.include?(want.b)
+end
+
+check("hostile/control-characters") do |probs|
+  R.with_script("escapes") do |t|
+    snap = R.rec("snapshot", "--pid", t.pid)
+    if snap.status&.zero?
+      control_problems(probs, "snapshot", snap.stdout, "evil\\e[31mRED\\e]0;pwned\\x07")
+      control_problems(probs, "snapshot (thread)", snap.stdout, "thr\\e[32mGREEN\\r\\nx\\x07")
+      probs << "snapshot: the C1 control not shown as \\u009b" unless snap.stdout.include?("lf\\u009b")
+    else
+      probs << "snapshot: #{snap.describe}"
+    end
+    top = R.rec("top", "--pid", t.pid, "-n", 2, "--delay", 0.5, timeout: 30)
+    if top.status&.zero?
+      control_problems(probs, "top", top.stdout, "evil\\e[31mRED")
+    else
+      probs << "top: #{top.describe}"
+    end
+    raw = R.tmp("escapes.raw.gz")
+    res = R.rec("record", "--pid", t.pid, "-r", 200, "-d", 1, "--threads", "-f", "raw", "-o", raw)
+    next probs << "record: #{res.describe}" unless res.status&.zero?
+
+    %w[summary summary-by-line collapsed callgrind flamegraph].each do |fmt|
+      r = R.rec("report", "-i", raw, "-f", fmt, "-o", "-")
+      next probs << "report -f #{fmt} -o -: #{r.describe}" unless r.status&.zero?
+
+      # the SVG shows each control character as U+FFFD (XML forbids most)
+      esc = fmt == "flamegraph" ? "\u{fffd}" : "\\e"
+      control_problems(probs, fmt, r.stdout, "evil#{esc}[31mRED")
+      control_problems(probs, "#{fmt} (thread)", r.stdout, "thr#{esc}[32mGREEN") if %w[collapsed flamegraph].include?(fmt)
+    end
+    (p = t.running_problem) && probs << "afterwards: #{p}"
+  end
+  "snapshot, top, summary, summary-by-line, collapsed, callgrind, flamegraph: ESC, CR, LF, BEL, CSI escaped"
 end
 
 # --- 2. targets that go away -------------------------------------------------

@@ -12,6 +12,11 @@
 #     (SIGPIPE) before the profile is written; it exits 0.
 #   - SIGQUIT, USR1, USR2, ALRM and XCPU end a recording as Ctrl-C does:
 #     exit 0 and the profile written.
+#   - So does every other signal whose default action kills: PWR, STKFLT,
+#     IO, SYS, TRAP, ABRT, VTALRM, PROF, SEGV, BUS, FPE, ILL sent with kill,
+#     and real-time ones (SIGRTMIN, SIGRTMIN+7, SIGRTMAX).  Before the fix
+#     each of PWR, STKFLT, IO, SYS, TRAP and the real-time ones killed
+#     `record` with no profile written.
 #   - A file-size limit (ulimit -f) below the output's size: a clear error
 #     (exit 10), no temporary file left behind, rbpeek not killed by SIGXFSZ.
 #
@@ -23,7 +28,7 @@ include E2E
 
 R = Record
 names = %w[hostile/ctrl-z-record hostile/ctrl-z-top hostile/closed-stderr hostile/signals-end-recording
-           hostile/file-size-limit]
+           hostile/every-terminating-signal hostile/file-size-limit]
 exit 0 if skip_unless_tracing(names)
 
 def state_of(pid)
@@ -142,6 +147,32 @@ check("hostile/signals-end-recording") do |probs|
     end
   end
   "QUIT, USR1, USR2, ALRM, XCPU: exit 0, profile written"
+end
+
+# glibc keeps 32 and 33 for itself: SIGRTMIN is 34, SIGRTMAX 64 on Linux.
+RT_SIGNALS = { "RTMIN" => 34, "RTMIN+7" => 41, "RTMAX" => 64 }.freeze
+
+check("hostile/every-terminating-signal") do |probs|
+  sigs = %w[PWR STKFLT IO SYS TRAP ABRT VTALRM PROF SEGV BUS FPE ILL] + RT_SIGNALS.keys
+  R.with_script("hotcold") do |t|
+    sigs.each do |sig|
+      num = RT_SIGNALS[sig] || Signal.list[sig] || (sig == "STKFLT" ? 16 : nil)
+      next probs << "SIG#{sig}: unknown to this Ruby" unless num
+
+      out = R.tmp("sig-#{sig}.txt")
+      bg = R::Background.new(["record", "--pid", t.pid, "-r", 500, "-f", "collapsed", "-o", out])
+      bg.wait_stderr(R::RECORDING)
+      sleep 0.2
+      bg.kill(num)
+      res = bg.wait
+      probs << "SIG#{sig} (#{num}): #{res.describe}, expected exit 0" unless res.status&.zero?
+      probs << "SIG#{sig} (#{num}): no profile written" unless File.size?(out) && !R.read_collapsed(out).empty?
+      left = R.stopped_tasks(t.pid)
+      probs << "SIG#{sig} (#{num}): target threads #{left.inspect} left stopped" unless left.empty?
+    end
+    (p = t.running_problem) && probs << "afterwards: #{p}"
+  end
+  "#{sigs.size} signals (#{sigs.join(', ')}): exit 0, profile written, target running"
 end
 
 check("hostile/file-size-limit") do |probs|

@@ -557,7 +557,8 @@ static ssize_t count_write(void *cookie, const char *buf, size_t n)
 }
 
 /* n samples over 4 threads, a few hundred distinct stacks 10-40 deep. */
-static void bench(size_t n)
+/* A profile of n samples of 512 stacks 10 to 40 deep over 64 frames, 4 threads. */
+static int build_bench(struct rbp_profile *pp, size_t n)
 {
 	struct rbp_profile p;
 	uint32_t fid[64], nodes[512], th[4];
@@ -565,7 +566,7 @@ static void bench(size_t n)
 	uint64_t seed = 42;
 
 	if (rbp_profile_init(&p))
-		return;
+		return RBP_ENOMEM;
 	for (int i = 0; i < 64; i++) {
 		snprintf(label, sizeof(label), "Module%d::Klass#method_%d", i % 7, i);
 		snprintf(path, sizeof(path), "/app/lib/file_%d.rb", i % 13);
@@ -592,6 +593,16 @@ static void bench(size_t n)
 	p.meta.rate_hz = 100;
 	p.meta.duration_ns = (uint64_t)(n / 4) * 10000000;
 	p.meta.ruby_version = rbp_profile_str(&p, "3.1.2");
+	*pp = p;
+	return RBP_OK;
+}
+
+static void bench(size_t n)
+{
+	struct rbp_profile p;
+
+	if (build_bench(&p, n))
+		return;
 	printf("bench: %zu samples, %zu frames, %zu nodes\n", p.n_samples, p.n_frames, p.n_nodes);
 	for (const struct rbp_format *f = rbp_formats; f->name; f++) {
 		uint64_t size = 0;
@@ -879,6 +890,86 @@ int main(void)
 		rmdir(tmpdir);
 	}
 	rbp_profile_free(&p);
+
+	/*
+	 * report refuses an output bomb from rbp_output_estimate (estimate.c):
+	 * it must never be below what a writer writes, nor far above it for
+	 * real profiles (a few times, plus the flame graph's fixed 64 KB).
+	 */
+	TEST("output estimates bound every writer's output, closely") {
+		struct rbp_profile q[2];
+		CHECK_EQ_INT(build(&q[0]), RBP_OK);
+		CHECK_EQ_INT(build_bench(&q[1], 20000), RBP_OK);
+		for (int k = 0; k < 2; k++) {
+			for (const struct rbp_format *f = rbp_formats; f->name; f++) {
+				uint64_t size = 0, est = 0;
+				FILE *out = fopencookie(&size, "wb", (cookie_io_functions_t){ .write = count_write });
+				struct rbp_output_opts oo = { .title = "estimate" };
+				CHECK_EQ_INT(f->write(&q[k], &oo, out), RBP_OK);
+				fclose(out);
+				CHECK_EQ_INT(rbp_output_estimate(&q[k], f, UINT64_MAX, &est), RBP_OK);
+				if (est < size || est > 8 * size + (128 << 10))
+					printf("  %s (profile %d): estimate %llu for %llu bytes\n", f->name, k,
+					       (unsigned long long)est, (unsigned long long)size);
+				CHECK(est >= size);
+				CHECK(est <= 8 * size + (128 << 10));
+				/* a limit stops the count early, past the limit */
+				CHECK_EQ_INT(rbp_output_estimate(&q[k], f, size / 2, &est), RBP_OK);
+				CHECK(est > size / 2);
+			}
+		}
+		rbp_profile_free(&q[0]);
+		rbp_profile_free(&q[1]);
+	}
+
+	/*
+	 * Folded stacks are sorted without building the lines (collapsed.c
+	 * compares them lazily, from the frame where two stacks part): the
+	 * order must still be strcmp's on the whole lines, also where one name
+	 * is a prefix of another ("a" < "a b" but "a;..." > "a b"), and
+	 * control characters are escaped.
+	 */
+	TEST("collapsed: strcmp order of whole lines, names escaped") {
+		struct rbp_profile q;
+		static const char *const names[] = { "a", "a b", "a;b", "a\x1b[31m", "b", "a:b", "" };
+		enum { NN = sizeof(names) / sizeof(names[0]) };
+		uint32_t fr[NN], th, node;
+		CHECK_EQ_INT(rbp_profile_init(&q), RBP_OK);
+		for (size_t i = 0; i < NN; i++)
+			CHECK_EQ_INT(rbp_profile_frame(&q, names[i], "", 0, 0, RBP_PFRAME_CFUNC, &fr[i]), RBP_OK);
+		CHECK_EQ_INT(rbp_profile_thread(&q, 1, 1, "main", &th), RBP_OK);
+		/* every stack of up to 3 frames over the names */
+		uint64_t t = 0;
+		for (size_t i = 0; i < NN; i++)
+			for (size_t j = 0; j <= NN; j++)
+				for (size_t k = 0; k <= NN; k++) {
+					CHECK_EQ_INT(rbp_profile_child(&q, 0, fr[i], &node), RBP_OK);
+					if (j < NN)
+						CHECK_EQ_INT(rbp_profile_child(&q, node, fr[j], &node), RBP_OK);
+					if (j < NN && k < NN)
+						CHECK_EQ_INT(rbp_profile_child(&q, node, fr[k], &node), RBP_OK);
+					CHECK_EQ_INT(rbp_profile_add(&q, t++, th, node, 0), RBP_OK);
+				}
+		CHECK_EQ_INT(write_mem("collapsed", &q, &buf, &len), RBP_OK);
+		CHECK(buf && strstr(buf, "a\\e[31m") && strstr(buf, "a:b"));
+		size_t lines = 0;
+		char *prev = NULL;
+		for (char *line = buf, *nl; buf && (nl = memchr(line, '\n', len - (size_t)(line - buf)));
+		     line = nl + 1) {
+			*nl = 0;
+			*strrchr(line, ' ') = 0;   /* the count */
+			CHECK(!strchr(line, '\x1b'));
+			if (prev && strcmp(prev, line) > 0)
+				printf("  out of order: '%s' before '%s'\n", prev, line);
+			CHECK(!prev || strcmp(prev, line) <= 0);
+			prev = line;
+			lines++;
+		}
+		/* distinct nodes: NN + NN^2 + NN^3 */
+		CHECK_EQ_INT(lines, NN + NN * NN + NN * NN * NN);
+		free(buf);
+		rbp_profile_free(&q);
+	}
 
 	const char *b = getenv("RBPEEK_BENCH");
 	if (b && atol(b) > 0)
