@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
 #include "output/output.h"
 #include "profile/raw.h"
 #include "util/err.h"
@@ -172,10 +175,16 @@ int cmd_report(int argc, char **argv)
 		return cli_usage_error("report", "give the raw file with -i FILE");
 	if ((rc = cli_pick_format("report", format, output, &fmt)))
 		return rc;
+	/* report needs no privilege: under sudo the input is read as the user */
+	if ((rc = cli_drop_to_invoker("report")))
+		return rc;
 	if ((err = rbp_raw_read(input, &p))) {
 		rbp_profile_free(&p);
-		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,
-			err == RBP_EIO ? "cannot open it" : rbp_strerror(err));
+		/* the reason (permission: under sudo the input is read as the user) */
+		const char *why = err == RBP_EIO && access(input, R_OK) ? strerror(errno) : NULL;
+
+		fprintf(stderr, "rbpeek: error: '%s': %s%s%s\n", input,
+			err == RBP_EIO ? "cannot open it" : rbp_strerror(err), why ? ": " : "", why ? why : "");
 		return EXIT_RAW;
 	}
 	if (!max_given)   /* the file was read: it is there */

@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/invoker.h"
 #include "profile/subject.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
@@ -100,7 +103,11 @@ int cli_fail(int err, const struct cli_subject *s)
 	case RBP_ENOFILE:
 	case RBP_EIO:
 		if (s->core) {
-			fprintf(stderr, "rbpeek: error: %s: cannot open it\n", who);
+			/* the reason (permission: under sudo a core is read as the user) */
+			int unreadable = access(s->core, R_OK) != 0;
+
+			fprintf(stderr, "rbpeek: error: %s: cannot open it%s%s\n", who,
+				unreadable ? ": " : "", unreadable ? strerror(errno) : "");
 			return EXIT_CORE;
 		}
 		break;
@@ -200,6 +207,9 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 	subj->core = o->core;
 	subj->forced = vo->force_version = o->force_version;
 	cli_vm_env(vo, o->layout);
+	/* a core file needs no privilege: under sudo it is read as the user */
+	if (o->core && (err = cli_drop_to_invoker("core file")))
+		return RBP_EPERM;
 	err = rbp_subject_open(s, o->pid, o->core, o->sysroot, vo);
 	if (!s->t)
 		return err;

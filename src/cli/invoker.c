@@ -97,6 +97,21 @@ int cli_as_invoker(int (*fn)(void *arg), void *arg)
 	return rc >= 128 ? -(rc - 128) : rc;
 }
 
+int cli_drop_to_invoker(const char *cmd)
+{
+	struct cli_invoker inv;
+
+	if (!cli_invoker(&inv))
+		return 0;
+	fflush(NULL);
+	if (cli_become_invoker(&inv, 0)) {
+		fprintf(stderr, "rbpeek: error: %s: cannot act as uid %lu: %s\n", cmd,
+			(unsigned long)inv.uid, strerror(errno));
+		return EXIT_INTERNAL;
+	}
+	return 0;
+}
+
 int cli_check_no_drop_root(const char *cmd, const char *program)
 {
 	struct cli_invoker inv;

@@ -43,6 +43,14 @@ int cli_become_invoker(const struct cli_invoker *inv, int keep_caps);
  */
 int cli_as_invoker(int (*fn)(void *arg), void *arg);
 /*
+ * For commands that need no privilege at all (report -i FILE, and anything
+ * that reads a core file): under sudo, become the invoking user for good,
+ * every capability gone, before any input is opened, so a root-only file
+ * can be read through sudo rbpeek no more than through rbpeek.  0, or
+ * EXIT_INTERNAL with the reason printed.
+ */
+int cli_drop_to_invoker(const char *cmd);
+/*
  * `record --no-drop-root -- PROGRAM` (and trace's) under sudo: refused,
  * with the reason and what to do instead printed, as EXIT_USAGE.  A
  * sudoers rule that allows only rbpeek must not give a root shell, and
