@@ -51,6 +51,8 @@ struct rbp_vm {
 	struct rbp_layout layout;       /* L points here: read from DWARF, or a copy of
 					 * a table entry, with its shape set */
 	char layout_note[640];          /* info.layout_note */
+	char feat_missing[RBP_VM_FEATURES][128]; /* info.missing */
+	struct rbp_layout_explain explain; /* info.explain */
 	uint8_t layout_from_table[256]; /* DWARF layout: fields taken from a table */
 	char version[32];
 
@@ -211,6 +213,12 @@ int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
  * fits, RBP_ENODWARF when DWARF was demanded and is missing or incomplete.
  */
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
+/* Note a layout source tried (vm->explain); the last one's result is
+ * rv_explain_result()'s to change.  Returns the entry, NULL when full. */
+struct rbp_layout_attempt *rv_explain(struct rbp_vm *vm, const char *source, const char *where,
+				      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void rv_explain_result(struct rbp_vm *vm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* ---- validation (validate.c) ---------------------------------------- */
 /*

@@ -128,6 +128,21 @@ enum rbp_shape_allocator {     /* how an Object instance is allocated */
 				    * static in gc.c (found through BasicObject) */
 };
 
+/*
+ * What rbpeek reads, as sets of fields: a layout from DWARF that lacks the
+ * fields of one set makes that feature unavailable, and only it.
+ * Allocation sampling needs the stacks' fields and probe points only.
+ */
+enum rbp_feature {
+	RBP_FEAT_STACKS = 0,    /* threads, control frames, iseqs, labels, lines */
+	RBP_FEAT_THREAD_STATE,  /* the GVL's holder, thread status */
+	RBP_FEAT_GC,            /* the collector's objspace and phase (GC frames) */
+	RBP_FEAT_HEAP,          /* the heap's pages (rbpeek heap) */
+	RBP_FEAT_N
+};
+/* "stacks", "gvl", "gc", "heap". */
+const char *rbp_feature_name(enum rbp_feature f);
+
 struct rbp_layout_shape {
 	enum rbp_shape_threads threads;
 	enum rbp_shape_gvl gvl;
