@@ -164,7 +164,9 @@ static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rb
 			in->version, in->missing[RBP_FEAT_HEAP]);
 		return EXIT_VERSION;
 	}
-	if (!err && (err = rbp_vm_read_heap(s->vm, h)) == RBP_ENOSYM) {
+	if (!err && (err = rbp_vm_read_heap(s->vm, h)) == RBP_ELAYOUT)
+		vo.layout_problem = rbp_vm_info(s->vm)->validation;   /* what did not fit */
+	if (err == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"

@@ -385,8 +385,10 @@ static int find_vm(struct rbp_vm *vm)
 		if (!(vm->discovery & RBP_DISCOVER_SYMBOL) ||
 		    ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
 			continue;
-		if (!addr)
+		if (!addr) {
+			vm->vm_ptr_null = 1;
 			return RBP_ENOTREADY;  /* not initialised yet, or already torn down */
+		}
 		if (validate_vm(vm, addr))
 			return why_invalid(vm, addr);
 		vm->vm_addr = addr;
@@ -406,6 +408,7 @@ static int find_vm(struct rbp_vm *vm)
 		if (!rv_word(vm, addr, &v))
 			addr = v;
 	}
+	vm->vm_ptr_null = !addr;
 	return addr ? why_invalid(vm, addr) : RBP_ENOTREADY;
 }
 
@@ -506,9 +509,8 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		if ((vm->info.layout_assumed || (opts && opts->force_version)) &&
 		    (err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_ENOTREADY)) {
 			/* a guessed layout is checked against a VM or refused */
-			vm->info.validation = err == RBP_ENOTREADY ?
-				"there is no VM to check it against yet (the VM pointer is null, "
-				"or the VM has no main thread)" :
+			vm->info.validation = vm->vm_ptr_null ?
+				"there is no VM to check it against yet (the VM pointer is null)" :
 				"the VM does not validate (vm -> main thread -> vm)";
 			err = RBP_ELAYOUT;
 		}

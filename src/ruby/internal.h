@@ -58,6 +58,7 @@ struct rbp_vm {
 
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */
 	uint64_t vm_addr;               /* rb_vm_t */
+	int vm_ptr_null;                /* discovery read a null VM pointer (not set up) */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
 	uint64_t objspace_addr;         /* rb_objspace, 0 until first read (gc.c) */
 	uint8_t gc_flags[RV_GC_FLAGS_MAX]; /* its flags, read with a sample's threads: */
@@ -213,6 +214,12 @@ int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
  * fits, RBP_ENODWARF when DWARF was demanded and is missing or incomplete.
  */
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
+/*
+ * A plausible rb_objspace at os (heap.c): its page array and first page
+ * read as the layout says.  RBP_ECORRUPT when not (a table whose objspace
+ * fields moved in this build); RBP_OK when the layout has no heap pages.
+ */
+int rv_objspace_check(struct rbp_vm *vm, uint64_t os);
 /* Note a layout source tried (vm->explain); the last one's result is
  * rv_explain_result()'s to change.  Returns the entry, NULL when full. */
 struct rbp_layout_attempt *rv_explain(struct rbp_vm *vm, const char *source, const char *where,

@@ -89,8 +89,13 @@ static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
 	    (err = rv_word(vm, ec + L->ec.vm_stack_size, &size)) ||
 	    (err = rv_word(vm, ec + L->ec.cfp, &cfp)))
 		return err;
-	if (!stack || !cfp)
+	if (!stack && !cfp)
 		return RBP_OK;   /* not running Ruby yet, or done */
+	/* a VM stack without a frame pointer (or one without a stack) is not a
+	 * state Ruby leaves an execution context in: ec.cfp or ec.vm_stack is
+	 * not where the layout says (a field inserted before it) */
+	if (!stack || !cfp)
+		return RBP_ECORRUPT;
 	if (size > (1ull << 32) || L->cfp.size == 0)
 		return RBP_ECORRUPT;
 	uint64_t end = stack + size * 8;
