@@ -38,6 +38,7 @@ struct rv_iseq {
 	uint64_t insns_positions;  /* unsigned int[] or 0 */
 	uint64_t insns_succ;       /* succinct bit vector or 0 */
 	uint32_t insns_size;       /* entries */
+	uint64_t body;             /* struct rb_iseq_constant_body */
 };
 
 struct rbp_vm {

@@ -419,6 +419,12 @@ struct rbp_layout {
 
 	/* Not in the tables: set by rbp_layout_set_shape() (layout.c). */
 	struct rbp_layout_shape shape;
+
+	/* Not in the tables: read from a Ruby's DWARF only; 0 when not known. */
+	struct {
+		int16_t entry;   /* rb_iseq_constant_body jit_entry (3.3+; jit_func before):
+				  * not null once a JIT compiled the iseq */
+	} jit;
 };
 
 /*

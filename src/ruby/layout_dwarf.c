@@ -315,6 +315,11 @@ static void fill_iseqs(struct ctx *c)
 		SET(iseq_body.insns_info_size, off(c, B, "insns_info_size"));
 		SET(iseq_body.insns_info_succ, -1);
 	}
+	/* where a JIT (YJIT, ZJIT, MJIT) keeps the iseq's compiled entry */
+	int64_t jit = off_opt(c, B, "jit_entry");
+	if (jit < 0)
+		jit = off_opt(c, B, "jit_func");
+	c->out->jit.entry = jit > 0 && jit < INT16_MAX ? (int16_t)jit : 0;
 	SET(iseq_body.local_iseq, off(c, B, "local_iseq"));
 	SET(iseq_body.parent_iseq, off(c, B, "parent_iseq"));
 	SET(insn_info.size, size_of(c, "struct iseq_insn_info_entry"));
