@@ -190,6 +190,10 @@ int cmd_inspect(int argc, char **argv)
 	if (*in->layout_note)
 		printf("layout note:     %s\n", in->layout_note);
 	print_explain(&explain, in);
+	const struct rbp_layout *L = rbp_vm_layout(sub.vm, NULL);
+	if (L->jit.entry)
+		printf("jit entry:       rb_iseq_constant_body + %d (a frame running JIT code "
+		       "is marked [jit])\n", L->jit.entry);
 	printf("ruby lives in:   %s (load bias 0x%llx)\n", in->ruby_path,
 	       (unsigned long long)in->ruby_bias);
 	printf("debug info:      %s\n", *in->debug_path ? in->debug_path : "(none used)");
