@@ -31,7 +31,8 @@
 #             way Ruby's development line edits them (the edits are made by
 #             mutate() below on a copy of the unpacked source; no Ruby code is
 #             kept in this repository), built like bpcheck (from the yjit
-#             variant's configured tree): <variant>/miniruby (DWARF) and
+#             variant's configured tree, compiled -O0 -ggdb3 to keep the added
+#             build time small): <variant>/miniruby (DWARF) and
 #             <variant>/miniruby.stripped.
 #               mut-vmractor    a field inserted in rb_vm_struct.ractor before
 #                               main_thread
@@ -216,7 +217,9 @@ build_mutation() {
 		xargs -r sed -i "s|$root/src/tree|$dir/src|g; s|$tree|$dir/src|g"
 	grep -rlF --include=Makefile --include='*.mk' "$tree" . |
 		xargs -r sed -i "s|$tree|$dir/src|g"
-	nice make -j"$(nproc)" miniruby
+	# -O0: the structs' layout does not depend on it, and it compiles in a
+	# fraction of -O3's time (the DWARF keeps Ruby's -ggdb3)
+	nice make -j"$(nproc)" optflags=-O0 miniruby
 	cp miniruby "$dir/miniruby"
 	strip -o "$dir/miniruby.stripped" "$dir/miniruby"
 	"$dir/miniruby" -e 'exit 1 unless RUBY_VERSION.start_with?("3.3"); GC.start; 3.times.map { |i| i.to_s * 3 }'

@@ -235,4 +235,8 @@ void cli_layout_warning(const struct rbp_vm *vm)
 		fprintf(stderr, "rbpeek: warning: Ruby %s's layout lacks %s: the collector's "
 			"phase is not readable, so no GC frames are shown (stacks are exact)\n",
 			in->version, in->missing[RBP_FEAT_GC]);
+	if (in->unavailable & (1u << RBP_FEAT_THREAD_STATE))
+		fprintf(stderr, "rbpeek: warning: Ruby %s's layout lacks %s: which thread holds "
+			"the GVL is not known (--gvl shows none; stacks are exact)\n",
+			in->version, in->missing[RBP_FEAT_THREAD_STATE]);
 }
