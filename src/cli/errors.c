@@ -86,8 +86,9 @@ int cli_fail(int err, const struct cli_subject *s)
 				"nearest older one (Ruby %s) does not fit it (%s)\n", who, v, used, why);
 		else
 			fprintf(stderr, "rbpeek: error: %s: the memory layout of Ruby %s does not fit "
-				"it (%s); this Ruby was built with options that change the VM's "
-				"structures (e.g. -DVM_DEBUG_BP_CHECK=1)\n", who, used, why);
+				"it (%s); this Ruby's structures differ from its release's (a "
+				"development tree, a vendor patch, or build options such as "
+				"-DVM_DEBUG_BP_CHECK=1)\n", who, used, why);
 		fprintf(stderr, "hint: rbpeek refuses rather than show wrong names and lines; "
 			"a Ruby built with debug info (DWARF, Ruby's default -ggdb3) gives its "
 			"own layout; 'rbpeek inspect' lists the layouts tried");

@@ -305,31 +305,63 @@ static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 }
 
 /*
- * ruby_vm_at_exit() (exported by every build) starts by loading the VM
- * pointer: the first "mov disp32(%rip),%reg" (REX.W 8b, ModRM mod=00
- * rm=101) in it names the variable, or its GOT slot.
+ * The "mov disp32(%rip),%reg" loads (REX.W 8b, ModRM mod=00 rm=101) among
+ * the n bytes of code at vaddr, tried in order as the VM's slot; *first_slot
+ * gets the first one's slot when it has none yet.  calls[] gets the targets
+ * of what may be "call rel32" instructions (an e8 byte: without decoding
+ * every instruction, some are parts of others) before any such load, at
+ * most RV_CALLS, *n_calls how many.
  */
-static int vm_from_code(struct rbp_vm *vm, uint64_t *first_slot)
+#define RV_CALLS 4
+static int vm_from_loads(struct rbp_vm *vm, uint64_t vaddr, size_t n, const char *method,
+			 uint64_t *first_slot, uint64_t *calls, size_t *n_calls)
 {
-	uint64_t vaddr;
 	uint8_t code[96];
 	int32_t disp;
+	int loads = 0;
 
-	*first_slot = 0;
-	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL) ||
-	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
+	*n_calls = 0;
+	if (n > sizeof(code) || rbp_elf_read_vaddr(vm->elf, vaddr, code, n))
 		return RBP_ENOVM;
-	for (size_t i = 0; i + 7 <= sizeof(code); i++) {
+	for (size_t i = 0; i + 7 <= n; i++) {
+		if (code[i] == 0xe8 && !loads && *n_calls < RV_CALLS) {
+			memcpy(&disp, code + i + 1, 4);
+			calls[(*n_calls)++] = vaddr + i + 5 + (uint64_t)(int64_t)disp;
+		}
 		if ((code[i] != 0x48 && code[i] != 0x4c) || code[i + 1] != 0x8b ||
 		    (code[i + 2] & 0xc7) != 0x05)
 			continue;
 		memcpy(&disp, code + i + 3, 4);
 		uint64_t slot = vaddr + i + 7 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
+		loads++;
 		if (!*first_slot)
 			*first_slot = slot;
-		if (!try_vm_slot(vm, slot, "decoded ruby_vm_at_exit"))
+		if (!try_vm_slot(vm, slot, method))
 			return RBP_OK;
 	}
+	return RBP_ENOVM;
+}
+
+/*
+ * ruby_vm_at_exit() (exported by every build) starts by loading the VM
+ * pointer: the first "mov disp32(%rip),%reg" in it names the variable, or
+ * its GOT slot.  Built without optimisation (-O0), it calls rb_current_vm()
+ * for it instead: the first function it calls is then decoded the same way.
+ */
+static int vm_from_code(struct rbp_vm *vm, uint64_t *first_slot)
+{
+	uint64_t vaddr, calls[RV_CALLS], unused[RV_CALLS];
+	size_t n_calls, n_unused;
+
+	*first_slot = 0;
+	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL))
+		return RBP_ENOVM;
+	if (!vm_from_loads(vm, vaddr, 96, "decoded ruby_vm_at_exit", first_slot, calls, &n_calls))
+		return RBP_OK;
+	for (size_t i = 0; i < n_calls && !*first_slot; i++)
+		if (!vm_from_loads(vm, calls[i], 32, "decoded the function ruby_vm_at_exit calls first",
+				   first_slot, unused, &n_unused))
+			return RBP_OK;
 	return RBP_ENOVM;
 }
 
