@@ -150,7 +150,7 @@ static void print_json(const struct rbp_heap *h, int pid, const char *version, l
  */
 static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rbp_heap *h)
 {
-	struct cli_subject subj = { 0 };
+	struct cli_subject subj = { .own_features = 1 };
 	struct rbp_vm_opts vo = { 0 };
 	int err = cli_open_vm(&o->t, &vo, &subj, s);
 

@@ -216,8 +216,11 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 		return err;
 	subj->version = vo->found_version;
 	subj->vo = vo;
-	if (!err)
+	if (!err) {
 		cli_layout_warning(s->vm);
+		if (!subj->own_features)
+			cli_feature_warning(s->vm);
+	}
 	return err;
 }
 
@@ -231,6 +234,12 @@ void cli_layout_warning(const struct rbp_vm *vm)
 			"and labels check out); if a structure changed, names or lines may be "
 			"wrong: an rbpeek that knows Ruby %s, or a Ruby with debug info, removes "
 			"the guess\n", in->version, in->layout_version, in->version);
+}
+
+void cli_feature_warning(const struct rbp_vm *vm)
+{
+	const struct rbp_vm_info *in = rbp_vm_info(vm);
+
 	/* a DWARF layout lacking what the collector's phase needs: stacks still work */
 	if (in->unavailable & (1u << RBP_FEAT_GC))
 		fprintf(stderr, "rbpeek: warning: Ruby %s's layout lacks %s: the collector's "

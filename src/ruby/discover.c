@@ -462,7 +462,8 @@ static int validate_symbols(struct rbp_vm *vm, uint64_t addr)
 
 /*
  * Decode "mov disp32(%rip),%eax" (8b 05) or its 64-bit form (48 8b 05),
- * optionally after endbr64, at the start of a function: the address loaded.
+ * optionally after endbr64 and an unoptimised build's frame set-up, at the
+ * start of a function: the address loaded.
  */
 static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target)
 {
@@ -476,6 +477,9 @@ static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target
 		return RBP_ENOSYM;
 	if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
 		i = 4;
+	/* -O0: "push %rbp; mov %rsp,%rbp" first */
+	if (code[i] == 0x55 && code[i + 1] == 0x48 && code[i + 2] == 0x89 && code[i + 3] == 0xe5)
+		i += 4;
 	if (code[i] == 0x48)
 		i++;
 	if (code[i] != 0x8b || code[i + 1] != 0x05)
