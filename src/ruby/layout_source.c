@@ -316,6 +316,14 @@ static int cached_dwarf_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts
 	return err;
 }
 
+/* 1 when field f of L is absent (-1 offset): an unavailable feature's. */
+static int absent(const struct rbp_layout *L, const struct rbp_layout_field *f)
+{
+	if (f->kind == RBP_LF_BITFIELD)
+		return ((const struct rbp_bitfield *)(const void *)((const char *)L + f->off))->off == -1;
+	return f->kind == RBP_LF_I16 && rbp_layout_field_get(L, f) == -1;
+}
+
 /*
  * Append to the note the fields in which the DWARF layout differs from the
  * version's table (a build with other options than the release's, such as
@@ -330,6 +338,9 @@ static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
 		const struct rbp_layout_field *f = &rbp_layout_fields[i];
 		if (vm->layout_from_table[i] || !strcmp(f->name, "major") || !strcmp(f->name, "minor") ||
 		    rbp_layout_field_eq(&vm->layout, table, f))
+			continue;
+		/* a field of an unavailable feature, left absent: the note says so */
+		if (vm->info.unavailable && absent(&vm->layout, f))
 			continue;
 		int w = snprintf(vm->layout_note + n, sizeof(vm->layout_note) - n, "%s%s",
 				 diffs ? ", " : n ? "; differs from the " : "differs from the ",
