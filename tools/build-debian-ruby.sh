@@ -26,6 +26,26 @@
 #             bpcheck/miniruby (with DWARF) and bpcheck/miniruby.stripped.
 #             Made from the yjit variant's tree when that is built (so
 #             build yjit first, as the default order does).
+#   mut-vmractor, mut-gcobjspace, mut-ecfp, mut-iseqbody
+#             "future Rubies": miniruby of Ruby 3.3 with its structs edited the
+#             way Ruby's development line edits them (the edits are made by
+#             mutate() below on a copy of the unpacked source; no Ruby code is
+#             kept in this repository), built like bpcheck (from the yjit
+#             variant's configured tree, compiled -O0 -ggdb3 to keep the added
+#             build time small): <variant>/miniruby (DWARF) and
+#             <variant>/miniruby.stripped.
+#               mut-vmractor    a field inserted in rb_vm_struct.ractor before
+#                               main_thread
+#               mut-gcobjspace  rb_vm_struct.objspace removed; the VM keeps a
+#                               gc.global_objspace at its end (as the
+#                               development line, where each Ractor owns its
+#                               objspace, keeps one), every field after the
+#                               old one a word lower
+#               mut-ecfp        a field inserted in rb_execution_context_t
+#                               before cfp, and one in rb_control_frame_t
+#                               after block_code
+#               mut-iseqbody    rb_iseq_constant_body reordered: iseq_encoded
+#                               moved from the top to the end
 #
 # Each variant's log is $RBPEEK_DEBSRC/<variant>.log; its build time (s) is
 # written to <variant>/BUILD_SECONDS.  Measured on 2 shared cores: see
@@ -35,7 +55,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=${RBPEEK_DEBSRC:-/var/cache/rbpeek/debsrc}
 suite=trixie
 package=ruby3.3
-all=(yjit bpcheck)
+all=(yjit bpcheck mut-vmractor mut-gcobjspace mut-ecfp mut-iseqbody)
 
 if [ "${1:-}" = --list ]; then
 	for v in "${all[@]}"; do
@@ -127,15 +147,98 @@ build_bpcheck() {
 	rm -rf "$dir/build"
 }
 
+# Insert line text before (where=before) or after the one line of file
+# matching the extended regex re; fails unless exactly one line matches.
+insert_line() {
+	local file=$1 re=$2 where=$3 text=$4 n
+	n=$(grep -cE -- "$re" "$file" || true)
+	[ "$n" = 1 ] || { echo "mutate: $n lines of $file match '$re' (want 1)"; return 1; }
+	awk -v re="$re" -v where="$where" -v text="$text" '
+		$0 ~ re && where == "before" { print text }
+		{ print }
+		$0 ~ re && where == "after" { print text }' "$file" >"$file.new"
+	mv "$file.new" "$file"
+}
+
+# Edit the source copy src the way variant v says (see the top).
+mutate() {
+	local v=$1 src=$2 f
+	f=$src/vm_core.h
+	case $v in
+	mut-vmractor)
+		insert_line "$f" '^ +struct rb_thread_struct \*main_thread;' before \
+			'        void *rbpeek_mutation_before_main_thread;'
+		;;
+	mut-gcobjspace)
+		grep -qE '^ +struct rb_objspace \*objspace;$' "$f" || { echo "mutate: no objspace field"; return 1; }
+		sed -i -E '/^ +struct rb_objspace \*objspace;$/d' "$f"
+		insert_line "$f" '^} rb_vm_t;' before '    struct { struct rb_objspace *global_objspace; } gc;'
+		# its users: vm.c, gc.c (rb_objspace_of), eval.c
+		sed -i -E 's/(\bvm\)?|unless_objspace_vm|rb_ec_vm_ptr\(ec\))->objspace\b/\1->gc.global_objspace/g' \
+			"$src/vm.c" "$src/gc.c" "$src/eval.c"
+		! grep -nE '(\bvm\)?|unless_objspace_vm|rb_ec_vm_ptr\(ec\))->objspace\b' \
+			"$src/vm.c" "$src/gc.c" "$src/eval.c"
+		;;
+	mut-ecfp)
+		insert_line "$f" '^    rb_control_frame_t \*cfp;' before '    VALUE *rbpeek_mutation_before_cfp;'
+		insert_line "$f" '^ +const void \*block_code; +// cfp\[5\]' after \
+			'    VALUE rbpeek_mutation_in_cfp;'
+		;;
+	mut-iseqbody)
+		grep -qE '^    VALUE \*iseq_encoded;' "$f" || { echo "mutate: no iseq_encoded"; return 1; }
+		awk '
+			/^struct rb_iseq_constant_body \{/ { body = 1 }
+			body && /^    VALUE \*iseq_encoded;/ { next }
+			body && /^\};/ { print "    VALUE *iseq_encoded; /* moved: rbpeek mutation */"; body = 0 }
+			{ print }' "$f" >"$f.new"
+		mv "$f.new" "$f"
+		[ "$(grep -c 'iseq_encoded;' "$f")" = 1 ]
+		;;
+	*) echo "mutate: unknown $v"; return 1;;
+	esac
+}
+
+# A mutation variant: miniruby from an edited copy of the source, built in a copy of the yjit
+# variant's configured tree (its generated files reused, every object
+# rebuilt), as bpcheck is.
+build_mutation() {
+	local v=$1 dir=$2 tree
+	[ -f "$root/yjit/READY" ] && [ -f "$root/yjit/build/Makefile" ] ||
+		{ echo "$v: build the yjit variant first"; return 1; }
+	tree=$(readlink -f "$root/src/tree")
+	cp -a "$tree" "$dir/src"   # a real copy: the build may write into its srcdir
+	mutate "$v" "$dir/src"
+	cp -a "$root/yjit/build" "$dir/build"
+	cd "$dir/build"
+	find . -name '*.o' -not -path './ext/*' -delete
+	rm -f miniruby ruby
+	# the copy's Makefiles name the shared tree: point them at the edited one
+	grep -rlF --include=Makefile --include='*.mk' "$root/src/tree" . |
+		xargs -r sed -i "s|$root/src/tree|$dir/src|g; s|$tree|$dir/src|g"
+	grep -rlF --include=Makefile --include='*.mk' "$tree" . |
+		xargs -r sed -i "s|$tree|$dir/src|g"
+	# -O0: the structs' layout does not depend on it, and it compiles in a
+	# fraction of -O3's time (the DWARF keeps Ruby's -ggdb3)
+	nice make -j"$(nproc)" optflags=-O0 miniruby
+	cp miniruby "$dir/miniruby"
+	strip -o "$dir/miniruby.stripped" "$dir/miniruby"
+	"$dir/miniruby" -e 'exit 1 unless RUBY_VERSION.start_with?("3.3"); GC.start; 3.times.map { |i| i.to_s * 3 }'
+	{ readelf --debug-dump=info "$dir/miniruby"; true; } | grep -q 'DW_AT_name.*: rbpeek_mutation\|global_objspace\|iseq_encoded'
+	rm -rf "$dir/build" "$dir/src"
+}
+
 one() {
 	local v=$1 dir=$root/$1 t0
 	[ -f "$dir/READY" ] && return 0
-	case $v in yjit|bpcheck) ;; *) echo "build-debian-ruby.sh: unknown variant $v" >&2; return 1;; esac
+	case $v in yjit|bpcheck|mut-*) ;; *) echo "build-debian-ruby.sh: unknown variant $v" >&2; return 1;; esac
 	echo "build-debian-ruby.sh: building $v in $dir (log: $root/$v.log)" >&2
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	t0=$(date +%s)
-	("build_$v" "$dir") >"$root/$v.log" 2>&1 || return 1
+	case $v in
+	mut-*) (build_mutation "$v" "$dir") >"$root/$v.log" 2>&1 || return 1;;
+	*) ("build_$v" "$dir") >"$root/$v.log" 2>&1 || return 1;;
+	esac
 	echo $(($(date +%s) - t0)) >"$dir/BUILD_SECONDS"
 	touch "$dir/READY"
 	echo "build-debian-ruby.sh: $v ready in $dir ($(cat "$dir/BUILD_SECONDS") s)" >&2

@@ -40,8 +40,10 @@ int cli_child_attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_su
 {
 	int err = rbp_subject_wait_ruby(s, pid, waiting, vo, cli_should_stop, child_gone, NULL);
 
-	if (!err)
+	if (!err) {
 		cli_layout_warning(s->vm);
+		cli_feature_warning(s->vm);
+	}
 	return err;
 }
 

@@ -40,6 +40,8 @@ struct cli_subject {
 	const char *version;  /* Ruby version when known */
 	const char *forced;   /* --force-version, when given */
 	const struct rbp_vm_opts *vo; /* the attach's outcome (layout tried), or NULL */
+	int own_features;     /* the command says itself what its layout cannot read
+			       * (heap): no feature warnings at attach */
 };
 
 /*
@@ -67,6 +69,9 @@ struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
  * read with the nearest older table after it validated); nothing otherwise.
  */
 void cli_layout_warning(const struct rbp_vm *vm);
+/* The features the layout cannot read that the stacks would show (GC frames,
+ * the GVL's holder): one warning line each, when so. */
+void cli_feature_warning(const struct rbp_vm *vm);
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "profile/subject.h"
 #include "ruby/gc.h"
+#include "ruby/layout.h"
 #include "ruby/vm.h"
 #include "util/err.h"
 #include "util/json.h"
@@ -154,11 +155,23 @@ static void print_json(const struct rbp_heap *h, int pid, const char *version, l
  */
 static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rbp_heap *h)
 {
-	struct cli_subject subj = { 0 };
+	struct cli_subject subj = { .own_features = 1 };
 	struct rbp_vm_opts vo = { 0 };
 	int err = cli_open_vm(&o->t, &vo, &subj, s);
 
-	if (!err && (err = rbp_vm_read_heap(s->vm, h)) == RBP_ENOSYM) {
+	const struct rbp_vm_info *in = err ? NULL : rbp_vm_info(s->vm);
+	if (in && (in->unavailable & (1u << RBP_FEAT_HEAP))) {
+		/* a Ruby newer than rbpeek whose DWARF lacks what the heap needs */
+		fprintf(stderr, "rbpeek: error: %s %d: the heap of this Ruby (%s) is not readable: "
+			"its layout lacks %s\n"
+			"hint: stacks still work (record, snapshot); 'rbpeek inspect' lists what "
+			"is missing\n", o->t.core ? "core of process" : "process", (int)s->t->pid,
+			in->version, in->missing[RBP_FEAT_HEAP]);
+		return EXIT_VERSION;
+	}
+	if (!err && (err = rbp_vm_read_heap(s->vm, h)) == RBP_ELAYOUT)
+		vo.layout_problem = rbp_vm_info(s->vm)->validation;   /* what did not fit */
+	if (err == RBP_ENOSYM) {
 		/* the only build without a known objspace: a modular GC library */
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"

@@ -89,11 +89,12 @@ int cli_fail(int err, const struct cli_subject *s)
 				"nearest older one (Ruby %s) does not fit it (%s)\n", who, v, used, why);
 		else
 			fprintf(stderr, "rbpeek: error: %s: the memory layout of Ruby %s does not fit "
-				"it (%s); this Ruby was built with options that change the VM's "
-				"structures (e.g. -DVM_DEBUG_BP_CHECK=1)\n", who, used, why);
+				"it (%s); this Ruby's structures differ from its release's (a "
+				"development tree, a vendor patch, or build options such as "
+				"-DVM_DEBUG_BP_CHECK=1)\n", who, used, why);
 		fprintf(stderr, "hint: rbpeek refuses rather than show wrong names and lines; "
 			"a Ruby built with debug info (DWARF, Ruby's default -ggdb3) gives its "
-			"own layout");
+			"own layout; 'rbpeek inspect' lists the layouts tried");
 		if (vo && vo->layout_assumed && !s->forced)
 			fprintf(stderr, "; or use an rbpeek that knows Ruby %s (this one knows %s; "
 				"--force-version X.Y.Z tries one of them)", v, rbp_layout_supported());
@@ -121,14 +122,24 @@ int cli_fail(int err, const struct cli_subject *s)
 		break;
 	case RBP_ENONATIVE:
 		return cli_no_native();
+	case RBP_ENOTREADY:
+		/* decided from what was read: a null VM pointer, no main thread yet */
+		fprintf(stderr, "rbpeek: error: %s: %s\n%s", who, rbp_strerror(err),
+			s->core ? "hint: the process was starting up or shutting down when "
+			"the core was made\n" :
+			"hint: the process is starting up or shutting down; try again\n");
+		return s->core ? EXIT_CORE : EXIT_VM;
 	case RBP_ENOVM:
 	case RBP_ECORRUPT:
 	case RBP_EFAULT:
 	case RBP_ETOODEEP:
-		fprintf(stderr, "rbpeek: error: %s: %s\n%s", who, rbp_strerror(err),
-			s->core ? "hint: the core file may be truncated, or its mapped files "
-			"differ from the ones the process used\n" :
-			"hint: the process may be starting up or shutting down; try again\n");
+		fprintf(stderr, "rbpeek: error: %s: %s\n", who, rbp_strerror(err));
+		if (s->core)
+			fprintf(stderr, "hint: the core file may be truncated, or its mapped "
+				"files differ from the ones the process used\n");
+		else
+			fprintf(stderr, "hint: 'rbpeek inspect --pid %d' says which layouts were "
+				"tried and what did not fit\n", s->pid);
 		return s->core ? EXIT_CORE : EXIT_VM;
 	default:
 		break;
@@ -215,8 +226,11 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 		return err;
 	subj->version = vo->found_version;
 	subj->vo = vo;
-	if (!err)
+	if (!err) {
 		cli_layout_warning(s->vm);
+		if (!subj->own_features)
+			cli_feature_warning(s->vm);
+	}
 	return err;
 }
 
@@ -230,4 +244,19 @@ void cli_layout_warning(const struct rbp_vm *vm)
 			"and labels check out); if a structure changed, names or lines may be "
 			"wrong: an rbpeek that knows Ruby %s, or a Ruby with debug info, removes "
 			"the guess\n", in->version, in->layout_version, in->version);
+}
+
+void cli_feature_warning(const struct rbp_vm *vm)
+{
+	const struct rbp_vm_info *in = rbp_vm_info(vm);
+
+	/* a DWARF layout lacking what the collector's phase needs: stacks still work */
+	if (in->unavailable & (1u << RBP_FEAT_GC))
+		fprintf(stderr, "rbpeek: warning: Ruby %s's layout lacks %s: the collector's "
+			"phase is not readable, so no GC frames are shown (stacks are exact)\n",
+			in->version, in->missing[RBP_FEAT_GC]);
+	if (in->unavailable & (1u << RBP_FEAT_THREAD_STATE))
+		fprintf(stderr, "rbpeek: warning: Ruby %s's layout lacks %s: which thread holds "
+			"the GVL is not known (--gvl shows none; stacks are exact)\n",
+			in->version, in->missing[RBP_FEAT_THREAD_STATE]);
 }

@@ -59,7 +59,8 @@ int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct r
 			}
 		}
 		/* a process starting up may have no Ruby frame to validate a layout with yet */
-		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
+		int retry = err == RBP_ENOTREADY || err == RBP_ENOVM || err == RBP_ECORRUPT ||
+			    err == RBP_EFAULT ||
 			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) &&
 			     mono_ns() - since < RBP_SUBJECT_NOT_RUBY_NS);
 		if (!starting || !retry || (should_stop && should_stop(ctx)) || (gone && gone(ctx)))

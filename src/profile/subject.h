@@ -35,7 +35,7 @@ int rbp_subject_open(struct rbp_subject *s, int pid, const char *core, const cha
 int rbp_subject_open_process(struct rbp_subject *s, int pid);
 /*
  * rbp_subject_open() of a process that may not be Ruby yet: retried while
- * its VM is not up (RBP_ENOVM, RBP_ECORRUPT, RBP_EFAULT) and, for a program
+ * its VM is not up (RBP_ENOTREADY, RBP_ENOVM, RBP_ECORRUPT, RBP_EFAULT) and, for a program
  * just started (starting), while it may still exec Ruby: until it has run
  * the same non-Ruby program for RBP_SUBJECT_NOT_RUBY_NS.  Gives up with the
  * last error when should_stop(ctx) says so, and with RBP_ENOPROC when

@@ -203,6 +203,59 @@ static int validate_vm(struct rbp_vm *vm, uint64_t addr)
 }
 
 /*
+ * Why the VM pointer addr (not null: the one Ruby's own code uses) does not
+ * validate, decided from what is read there: RBP_ENOTREADY when the VM has
+ * no main thread yet (or a main thread but no thread counted yet) and no
+ * word near where the layout puts it points at a thread of this VM; else
+ * RBP_ELAYOUT (the layout does not fit: vm->info.validation says how).
+ */
+static int why_invalid(struct rbp_vm *vm, uint64_t addr)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t main_th, th_vm, ractor, near[16];
+	uint32_t cnt;
+	int err;
+
+	if ((err = rv_word(vm, addr + L->vm.main_thread, &main_th)))
+		return err == RBP_EFAULT ? RBP_ENOVM : err;
+	if (!main_th) {
+		/* a main thread elsewhere in the VM: the layout misplaces it */
+		int64_t lo = L->vm.main_thread >= 64 ? L->vm.main_thread - 64 : 0;
+		if (!rv_read(vm, addr + (uint64_t)lo, near, sizeof(near))) {
+			for (size_t i = 0; i < 16; i++) {
+				if (!near[i] || (near[i] & 7) ||
+				    rv_word(vm, near[i] + L->thread.vm, &th_vm) || th_vm != addr)
+					continue;
+				vm->info.validation = "the VM's main thread is not where the "
+						      "layout puts it (rb_vm_t.ractor.main_thread)";
+				return RBP_ELAYOUT;
+			}
+		}
+		return RBP_ENOTREADY;
+	}
+	if (rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr) {
+		vm->info.validation = "the VM's main thread does not point back at the VM "
+				      "(rb_vm_t.ractor.main_thread, rb_thread_t.vm)";
+		return RBP_ELAYOUT;
+	}
+	if (L->shape.threads == RBP_THREADS_IN_RACTOR) {
+		if (rv_word(vm, addr + L->vm.main_ractor, &ractor) || !ractor)
+			return RBP_ENOTREADY;
+		if (rv_read(vm, ractor + L->ractor.threads_cnt, &cnt, 4)) {
+			vm->info.validation = "the main Ractor does not read "
+					      "(rb_vm_t.ractor.main_ractor)";
+			return RBP_ELAYOUT;
+		}
+		if (cnt == 0)
+			return RBP_ENOTREADY;
+		vm->info.validation = "the main Ractor's thread count is not sane "
+				      "(rb_ractor_t.threads.cnt)";
+		return RBP_ELAYOUT;
+	}
+	return RBP_ENOTREADY;
+}
+
+/*
  * 1 when addr falls in the loaded image of the file Ruby lives in: its
  * PT_LOAD segments, .bss included (which is mapped anonymously, so the
  * mappings' paths do not tell).
@@ -255,28 +308,63 @@ static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 }
 
 /*
- * ruby_vm_at_exit() (exported by every build) starts by loading the VM
- * pointer: the first "mov disp32(%rip),%reg" (REX.W 8b, ModRM mod=00
- * rm=101) in it names the variable, or its GOT slot.
+ * The "mov disp32(%rip),%reg" loads (REX.W 8b, ModRM mod=00 rm=101) among
+ * the n bytes of code at vaddr, tried in order as the VM's slot; *first_slot
+ * gets the first one's slot when it has none yet.  calls[] gets the targets
+ * of what may be "call rel32" instructions (an e8 byte: without decoding
+ * every instruction, some are parts of others) before any such load, at
+ * most RV_CALLS, *n_calls how many.
  */
-static int vm_from_code(struct rbp_vm *vm)
+#define RV_CALLS 4
+static int vm_from_loads(struct rbp_vm *vm, uint64_t vaddr, size_t n, const char *method,
+			 uint64_t *first_slot, uint64_t *calls, size_t *n_calls)
 {
-	uint64_t vaddr;
 	uint8_t code[96];
 	int32_t disp;
+	int loads = 0;
 
-	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL) ||
-	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
+	*n_calls = 0;
+	if (n > sizeof(code) || rbp_elf_read_vaddr(vm->elf, vaddr, code, n))
 		return RBP_ENOVM;
-	for (size_t i = 0; i + 7 <= sizeof(code); i++) {
+	for (size_t i = 0; i + 7 <= n; i++) {
+		if (code[i] == 0xe8 && !loads && *n_calls < RV_CALLS) {
+			memcpy(&disp, code + i + 1, 4);
+			calls[(*n_calls)++] = vaddr + i + 5 + (uint64_t)(int64_t)disp;
+		}
 		if ((code[i] != 0x48 && code[i] != 0x4c) || code[i + 1] != 0x8b ||
 		    (code[i + 2] & 0xc7) != 0x05)
 			continue;
 		memcpy(&disp, code + i + 3, 4);
 		uint64_t slot = vaddr + i + 7 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
-		if (!try_vm_slot(vm, slot, "decoded ruby_vm_at_exit"))
+		loads++;
+		if (!*first_slot)
+			*first_slot = slot;
+		if (!try_vm_slot(vm, slot, method))
 			return RBP_OK;
 	}
+	return RBP_ENOVM;
+}
+
+/*
+ * ruby_vm_at_exit() (exported by every build) starts by loading the VM
+ * pointer: the first "mov disp32(%rip),%reg" in it names the variable, or
+ * its GOT slot.  Built without optimisation (-O0), it calls rb_current_vm()
+ * for it instead: the first function it calls is then decoded the same way.
+ */
+static int vm_from_code(struct rbp_vm *vm, uint64_t *first_slot)
+{
+	uint64_t vaddr, calls[RV_CALLS], unused[RV_CALLS];
+	size_t n_calls, n_unused;
+
+	*first_slot = 0;
+	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL))
+		return RBP_ENOVM;
+	if (!vm_from_loads(vm, vaddr, 96, "decoded ruby_vm_at_exit", first_slot, calls, &n_calls))
+		return RBP_OK;
+	for (size_t i = 0; i < n_calls && !*first_slot; i++)
+		if (!vm_from_loads(vm, calls[i], 32, "decoded the function ruby_vm_at_exit calls first",
+				   first_slot, unused, &n_unused))
+			return RBP_OK;
 	return RBP_ENOVM;
 }
 
@@ -318,27 +406,45 @@ static int vm_from_scan(struct rbp_vm *vm)
 	return RBP_ENOVM;
 }
 
+/*
+ * The VM: RBP_ENOTREADY when what Ruby's own code reads as the VM pointer
+ * is null or names a VM not set up yet; RBP_ELAYOUT when it names a VM
+ * that does not fit the layout; RBP_ENOVM when nothing names one.
+ */
 static int find_vm(struct rbp_vm *vm)
 {
 	static const char *const names[] = { "ruby_current_vm_ptr", "ruby_current_vm" };
-	uint64_t sym, addr;
+	uint64_t sym, addr, slot = 0;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!(vm->discovery & RBP_DISCOVER_SYMBOL) ||
 		    ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
 			continue;
-		if (!addr)
-			return RBP_ENOVM;  /* not initialised yet, or already torn down */
+		if (!addr) {
+			vm->vm_ptr_null = 1;
+			return RBP_ENOTREADY;  /* not initialised yet, or already torn down */
+		}
 		if (validate_vm(vm, addr))
-			return RBP_ECORRUPT;
+			return why_invalid(vm, addr);
 		vm->vm_addr = addr;
 		vm->info.vm_addr = addr;
 		vm->info.vm_method = names[i];
 		return RBP_OK;
 	}
-	if ((vm->discovery & RBP_DISCOVER_CODE) && !vm_from_code(vm))
+	if ((vm->discovery & RBP_DISCOVER_CODE) && !vm_from_code(vm, &slot))
 		return RBP_OK;
-	return vm->discovery & RBP_DISCOVER_SCAN ? vm_from_scan(vm) : RBP_ENOVM;
+	if ((vm->discovery & RBP_DISCOVER_SCAN) && !vm_from_scan(vm))
+		return RBP_OK;
+	/* the variable ruby_vm_at_exit() reads (or its GOT slot) says why */
+	if (!slot || rv_word(vm, slot, &addr))
+		return RBP_ENOVM;
+	if (addr && in_ruby_file(vm, addr) && validate_vm(vm, addr)) {
+		uint64_t v;   /* a GOT slot: the variable's address */
+		if (!rv_word(vm, addr, &v))
+			addr = v;
+	}
+	vm->vm_ptr_null = !addr;
+	return addr ? why_invalid(vm, addr) : RBP_ENOTREADY;
 }
 
 /* A plausible rb_symbols_t: a sane count and an ids Array sized to match. */
@@ -359,7 +465,8 @@ static int validate_symbols(struct rbp_vm *vm, uint64_t addr)
 
 /*
  * Decode "mov disp32(%rip),%eax" (8b 05) or its 64-bit form (48 8b 05),
- * optionally after endbr64, at the start of a function: the address loaded.
+ * optionally after endbr64 and an unoptimised build's frame set-up, at the
+ * start of a function: the address loaded.
  */
 static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target)
 {
@@ -373,6 +480,9 @@ static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target
 		return RBP_ENOSYM;
 	if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
 		i = 4;
+	/* -O0: "push %rbp; mov %rsp,%rbp" first */
+	if (code[i] == 0x55 && code[i + 1] == 0x48 && code[i + 2] == 0x89 && code[i + 3] == 0xe5)
+		i += 4;
 	if (code[i] == 0x48)
 		i++;
 	if (code[i] != 0x8b || code[i + 1] != 0x05)
@@ -436,14 +546,21 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		/* with a layout that is not this version's own, a VM that does not
 		 * validate is the layout's fault, not a process starting up */
 		if ((vm->info.layout_assumed || (opts && opts->force_version)) &&
-		    (err == RBP_ENOVM || err == RBP_ECORRUPT)) {
-			vm->info.validation = "the VM does not validate (vm -> main thread -> vm)";
-			return RBP_ELAYOUT;
+		    (err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_ENOTREADY)) {
+			/* a guessed layout is checked against a VM or refused */
+			vm->info.validation = vm->vm_ptr_null ?
+				"there is no VM to check it against yet (the VM pointer is null)" :
+				"the VM does not validate (vm -> main thread -> vm)";
+			err = RBP_ELAYOUT;
 		}
+		if (err == RBP_ELAYOUT)
+			rv_explain_result(vm, "does not fit: %s", vm->info.validation);
 		return err;
 	}
 	/* without the symbol table C frames are unnamed, but stacks still work */
 	if (find_symbols(vm))
 		vm->info.symbols_method = "not found";
-	return rv_validate(vm, vm->info.layout_assumed);
+	if ((err = rv_validate(vm, vm->info.layout_assumed)) == RBP_ELAYOUT)
+		rv_explain_result(vm, "does not fit: %s", vm->info.validation);
+	return err;
 }

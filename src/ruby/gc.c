@@ -47,8 +47,20 @@ static int objspace(struct rbp_vm *vm, uint64_t *out)
 	if (os & 7)
 		return RBP_ECORRUPT;
 	uint8_t probe[8];
-	if ((err = rv_read(vm, os, probe, sizeof(probe))))
-		return err == RBP_EFAULT ? RBP_ECORRUPT : err;
+	/*
+	 * What the layout names as the objspace must read as one: a build
+	 * whose rb_vm_t lost or moved it (Ruby's development line gives each
+	 * Ractor its own) makes the table's offset name another field.  The
+	 * heap is then refused by name, and no GC frame is guessed.
+	 */
+	if (!os || (err = rv_read(vm, os, probe, sizeof(probe))) ||
+	    (err = rv_objspace_check(vm, os))) {
+		if (err == RBP_ENOPROC || err == RBP_EPERM)
+			return err;
+		vm->info.validation = "the collector's objspace does not fit the layout "
+				      "(rb_vm_t.objspace and its heap pages)";
+		return RBP_ELAYOUT;
+	}
 	vm->objspace_addr = os;
 	*out = os;
 	return RBP_OK;

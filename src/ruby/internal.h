@@ -38,6 +38,7 @@ struct rv_iseq {
 	uint64_t insns_positions;  /* unsigned int[] or 0 */
 	uint64_t insns_succ;       /* succinct bit vector or 0 */
 	uint32_t insns_size;       /* entries */
+	uint64_t body;             /* struct rb_iseq_constant_body */
 };
 
 struct rbp_vm {
@@ -51,11 +52,14 @@ struct rbp_vm {
 	struct rbp_layout layout;       /* L points here: read from DWARF, or a copy of
 					 * a table entry, with its shape set */
 	char layout_note[640];          /* info.layout_note */
+	char feat_missing[RBP_VM_FEATURES][128]; /* info.missing */
+	struct rbp_layout_explain explain; /* info.explain */
 	uint8_t layout_from_table[256]; /* DWARF layout: fields taken from a table */
 	char version[32];
 
 	unsigned discovery;             /* RBP_DISCOVER_* methods allowed */
 	uint64_t vm_addr;               /* rb_vm_t */
+	int vm_ptr_null;                /* discovery read a null VM pointer (not set up) */
 	uint64_t symbols_addr;          /* global symbol table (rb_symbols_t) */
 	uint64_t objspace_addr;         /* rb_objspace, 0 until first read (gc.c) */
 	uint8_t gc_flags[RV_GC_FLAGS_MAX]; /* its flags, read with a sample's threads: */
@@ -211,6 +215,18 @@ int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
  * fits, RBP_ENODWARF when DWARF was demanded and is missing or incomplete.
  */
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
+/*
+ * A plausible rb_objspace at os (heap.c): its page array and first page
+ * read as the layout says.  RBP_ECORRUPT when not (a table whose objspace
+ * fields moved in this build); RBP_OK when the layout has no heap pages.
+ */
+int rv_objspace_check(struct rbp_vm *vm, uint64_t os);
+/* Note a layout source tried (vm->explain); the last one's result is
+ * rv_explain_result()'s to change.  Returns the entry, NULL when full. */
+struct rbp_layout_attempt *rv_explain(struct rbp_vm *vm, const char *source, const char *where,
+				      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void rv_explain_result(struct rbp_vm *vm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* ---- validation (validate.c) ---------------------------------------- */
 /*

@@ -75,6 +75,7 @@ static int iseq_load(struct rbp_vm *vm, uint64_t iseq, struct rv_iseq *out)
 	else
 		out->first_lineno = (int32_t)((int64_t)rv_u64(body, L->iseq_body.location_first_lineno) >> 1);
 	out->iseq_encoded = rv_u64(body, L->iseq_body.iseq_encoded);
+	out->body = body_addr;
 	out->iseq_size = rv_u32(body, L->iseq_body.iseq_size);
 	out->insns_body = rv_u64(body, L->iseq_body.insns_info_body);
 	out->insns_positions = L->shape.insns_info != RBP_INSNS_INFO_PLAIN ?

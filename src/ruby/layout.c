@@ -253,3 +253,10 @@ void rbp_layout_use(struct rbp_layout *out, const struct rbp_layout *entry)
 	*out = *entry;
 	rbp_layout_set_shape(out);
 }
+
+const char *rbp_feature_name(enum rbp_feature f)
+{
+	static const char *const names[RBP_FEAT_N] = { "stacks", "gvl", "gc", "heap" };
+
+	return (unsigned)f < RBP_FEAT_N ? names[f] : "?";
+}

@@ -128,6 +128,21 @@ enum rbp_shape_allocator {     /* how an Object instance is allocated */
 				    * static in gc.c (found through BasicObject) */
 };
 
+/*
+ * What rbpeek reads, as sets of fields: a layout from DWARF that lacks the
+ * fields of one set makes that feature unavailable, and only it.
+ * Allocation sampling needs the stacks' fields and probe points only.
+ */
+enum rbp_feature {
+	RBP_FEAT_STACKS = 0,    /* threads, control frames, iseqs, labels, lines */
+	RBP_FEAT_THREAD_STATE,  /* the GVL's holder, thread status */
+	RBP_FEAT_GC,            /* the collector's objspace and phase (GC frames) */
+	RBP_FEAT_HEAP,          /* the heap's pages (rbpeek heap) */
+	RBP_FEAT_N
+};
+/* "stacks", "gvl", "gc", "heap". */
+const char *rbp_feature_name(enum rbp_feature f);
+
 struct rbp_layout_shape {
 	enum rbp_shape_threads threads;
 	enum rbp_shape_gvl gvl;
@@ -404,6 +419,12 @@ struct rbp_layout {
 
 	/* Not in the tables: set by rbp_layout_set_shape() (layout.c). */
 	struct rbp_layout_shape shape;
+
+	/* Not in the tables: read from a Ruby's DWARF only; 0 when not known. */
+	struct {
+		int16_t entry;   /* rb_iseq_constant_body jit_entry (3.3+; jit_func before):
+				  * not null once a JIT compiled the iseq */
+	} jit;
 };
 
 /*

@@ -71,7 +71,7 @@ struct ctx {
 	struct rbp_layout *out;
 	uint8_t *set;                 /* per rbp_layout_fields[] index: filled from DWARF */
 	struct rbp_layout_dwarf_report *rep;
-	int err;                      /* first failure */
+	enum rbp_feature feat;        /* the feature the fields being filled serve */
 };
 
 static void mark(struct ctx *c, size_t off)
@@ -81,12 +81,15 @@ static void mark(struct ctx *c, size_t off)
 			c->set[i] = 1;
 }
 
+/* What the DWARF lacks makes the feature being filled unavailable, only it. */
 static void fail(struct ctx *c, const char *type, const char *path)
 {
-	if (c->err)
+	char *m = c->rep->feat_missing[c->feat];
+
+	c->rep->unavailable |= 1u << c->feat;
+	if (*m)
 		return;
-	c->err = RBP_ENOSYM;
-	snprintf(c->rep->missing, sizeof(c->rep->missing), "%s%s%s", type, path ? "." : "",
+	snprintf(m, sizeof(c->rep->feat_missing[0]), "%s%s%s", type, path ? "." : "",
 		 path ? path : "");
 }
 
@@ -203,12 +206,14 @@ static void fill_threads(struct ctx *c)
 		SET(vm.gvl_owner, -1);
 		SET(ractor.threads_set, off(c, "rb_ractor_t", "threads.set"));
 		SET(ractor.threads_cnt, off(c, "rb_ractor_t", "threads.cnt"));
+		c->feat = RBP_FEAT_THREAD_STATE;
 		/* 3.2+ threads.sched.running, 3.0-3.1 threads.gvl.owner */
 		if (has(c, "rb_ractor_t", "threads.sched.running"))
 			SET(ractor.gvl_owner, off(c, "rb_ractor_t", "threads.sched.running"));
 		else
 			SET(ractor.gvl_owner, off(c, "rb_ractor_t", "threads.gvl.owner"));
 		SET(ractor.running_ec, off(c, "rb_ractor_t", "threads.running_ec"));
+		c->feat = RBP_FEAT_STACKS;
 		SET(thread.lt_node, off(c, "rb_thread_t", "lt_node"));
 	} else {
 		SET(vm.main_ractor, -1);
@@ -241,11 +246,13 @@ static void fill_threads(struct ctx *c)
 		SET(thread.nt, -1);
 		SET(native_thread.tid, -1);
 	}
+	c->feat = RBP_FEAT_THREAD_STATE;
 	SET(thread.status, bits(c, "rb_thread_t", "status"));
 	CONST(thread.status_runnable, "THREAD_RUNNABLE");
 	CONST(thread.status_stopped, "THREAD_STOPPED");
 	CONST(thread.status_stopped_forever, "THREAD_STOPPED_FOREVER");
 	CONST(thread.status_killed, "THREAD_KILLED");
+	c->feat = RBP_FEAT_STACKS;
 
 	SET(ec.vm_stack, off(c, "rb_execution_context_t", "vm_stack"));
 	SET(ec.vm_stack_size, off(c, "rb_execution_context_t", "vm_stack_size"));
@@ -308,6 +315,11 @@ static void fill_iseqs(struct ctx *c)
 		SET(iseq_body.insns_info_size, off(c, B, "insns_info_size"));
 		SET(iseq_body.insns_info_succ, -1);
 	}
+	/* where a JIT (YJIT, ZJIT, MJIT) keeps the iseq's compiled entry */
+	int64_t jit = off_opt(c, B, "jit_entry");
+	if (jit < 0)
+		jit = off_opt(c, B, "jit_func");
+	c->out->jit.entry = jit > 0 && jit < INT16_MAX ? (int16_t)jit : 0;
 	SET(iseq_body.local_iseq, off(c, B, "local_iseq"));
 	SET(iseq_body.parent_iseq, off(c, B, "parent_iseq"));
 	SET(insn_info.size, size_of(c, "struct iseq_insn_info_entry"));
@@ -443,15 +455,22 @@ static void fill_gc(struct ctx *c)
 	int64_t v;
 	uint64_t size;
 
-	/* 3.4+ gc.objspace, before objspace */
-	SET(vm.objspace, has(c, "rb_vm_t", "gc.objspace") ? off(c, "rb_vm_t", "gc.objspace") :
-		off(c, "rb_vm_t", "objspace"));
+	c->feat = RBP_FEAT_GC;
+	/* 3.4+ gc.objspace, before objspace; a development tree where each
+	 * Ractor owns its objspace has neither (named as what is missing) */
+	if (has(c, "rb_vm_t", "gc.objspace"))
+		SET(vm.objspace, off(c, "rb_vm_t", "gc.objspace"));
+	else if (has(c, "rb_vm_t", "objspace") || c->out->major * 100 + c->out->minor < 304)
+		SET(vm.objspace, off(c, "rb_vm_t", "objspace"));
+	else
+		fail(c, "rb_vm_t", "gc.objspace");
 	SET(objspace.mode, bits(c, O, "flags.mode"));
 	SET(objspace.during_gc, bits(c, O, "flags.during_gc"));
 	CONST(objspace.mode_none, "gc_mode_none");
 	CONST(objspace.mode_marking, "gc_mode_marking");
 	CONST(objspace.mode_sweeping, "gc_mode_sweeping");
 	CONST_OR(objspace.mode_compacting, "gc_mode_compacting", 255);   /* 3.2+ */
+	c->feat = RBP_FEAT_HEAP;
 	SET(objspace.pages_sorted, off(c, O, "heap_pages.sorted"));
 	/*
 	 * 3.4+: heap_pages.sorted points at an rb_darray (a struct with the
@@ -483,6 +502,45 @@ static void fill_gc(struct ctx *c)
 	CONST(heap_page.page_size, "HEAP_PAGE_SIZE");
 }
 
+/*
+ * A feature whose fields the DWARF lacks reads nothing: its offsets are
+ * set absent, so that the layout's shape says "none" for it and no reader
+ * uses a field taken from elsewhere.  The heap needs the collector's
+ * objspace too.
+ */
+static void unavailable(struct ctx *c)
+{
+	struct rbp_layout_dwarf_report *r = c->rep;
+	const struct rbp_bitfield none = { -1, 0, 0, 0 };
+
+	if ((r->unavailable & (1u << RBP_FEAT_GC)) && !(r->unavailable & (1u << RBP_FEAT_HEAP))) {
+		r->unavailable |= 1u << RBP_FEAT_HEAP;
+		memcpy(r->feat_missing[RBP_FEAT_HEAP], r->feat_missing[RBP_FEAT_GC],
+		       sizeof(r->feat_missing[0]));
+	}
+	if (r->unavailable & (1u << RBP_FEAT_THREAD_STATE)) {
+		SET(vm.gvl_owner, -1);
+		SET(ractor.gvl_owner, -1);
+		SET(ractor.running_ec, -1);
+		SET(thread.status, none);
+	}
+	if (r->unavailable & (1u << RBP_FEAT_GC)) {
+		SET(vm.objspace, -1);
+		SET(objspace.mode, none);
+		SET(objspace.during_gc, none);
+	}
+	if (r->unavailable & (1u << RBP_FEAT_HEAP)) {
+		SET(objspace.pages_sorted, -1);
+		SET(objspace.pages_count, -1);
+		SET(darray.len, -1);
+		SET(darray.data, -1);
+		SET(heap_page.start, -1);
+		SET(heap_page.total_slots, -1);
+		SET(heap_page.free_slots, -1);
+		SET(heap_page.slot_size, -1);
+	}
+}
+
 static int parse_minor(const char *v, uint8_t *major, uint8_t *minor)
 {
 	unsigned a, b;
@@ -498,7 +556,7 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 			  const struct rbp_layout *consts, struct rbp_layout *out,
 			  struct rbp_layout_dwarf_report *rep)
 {
-	struct ctx c = { .d = d, .out = out, .rep = rep };
+	struct ctx c = { .d = d, .out = out, .rep = rep, .feat = RBP_FEAT_STACKS };
 	int err;
 
 	memset(rep, 0, sizeof(*rep));
@@ -522,7 +580,10 @@ int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 		fill_classes(&c);
 		fill_symbols(&c);
 		fill_gc(&c);
-		err = c.err;
+		unavailable(&c);
+		err = rep->unavailable & (1u << RBP_FEAT_STACKS) ? RBP_ENOSYM : RBP_OK;
+		if (err)
+			memcpy(rep->missing, rep->feat_missing[RBP_FEAT_STACKS], sizeof(rep->missing));
 	}
 	/* what the DWARF did not give stays as the table has it: say which */
 	size_t n = 0;

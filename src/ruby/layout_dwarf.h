@@ -36,13 +36,20 @@ struct rbp_layout_dwarf_report {
 	char from_table[512];     /* their names, comma-separated (truncated) */
 	uint8_t from_table_map[RBP_LAYOUT_MAX_FIELDS]; /* per rbp_layout_fields[] index */
 	char missing[128];        /* on RBP_ENOSYM: "rb_thread_t.ec", the first thing missing */
+	unsigned unavailable;     /* 1 << enum rbp_feature: features whose fields are missing */
+	char feat_missing[RBP_FEAT_N][128]; /* per feature: the first thing missing, "" none */
 };
 
 /*
  * Fill *out from d for a Ruby whose ruby_version is version (kept by
  * pointer: it must outlive *out); constants DWARF lacks come from consts
- * (a table, the nearest to version).  RBP_ENOSYM when a type or member
- * rbpeek needs is not in the DWARF (rep->missing names it); RBP_ENOMEM.
+ * (a table, the nearest to version).  The fields are filled per feature
+ * (enum rbp_feature): a feature whose types or members the DWARF lacks is
+ * unavailable (rep->unavailable, rep->feat_missing names the first thing
+ * missing) and its offsets are set absent, so its readers see "none" in the
+ * layout's shape; the others are read as usual.  RBP_ENOSYM only when the
+ * stacks' fields are missing (rep->missing names it): nothing can be read
+ * then.  RBP_ENOMEM.
  */
 int rbp_layout_from_dwarf(struct rbp_dwarf *d, const char *version,
 			  const struct rbp_layout *consts, struct rbp_layout *out,

@@ -13,9 +13,14 @@
 #include "ruby/internal.h"
 #include "ruby/layout_dwarf.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+_Static_assert(RBP_VM_FEATURES == RBP_FEAT_N, "vm.h's feature count");
+_Static_assert(sizeof(((struct rbp_layout_dwarf_report *)0)->feat_missing[0]) ==
+	       sizeof(((struct rbp_layout_attempt *)0)->missing[0]), "missing field names");
 
 /* One DWARF outcome for a build-id and version (rbp_layout_cache). */
 struct cache_entry {
@@ -28,6 +33,9 @@ struct cache_entry {
 	char *path;                  /* the file whose DWARF gave it (owned) */
 	char note[640];
 	size_t units;
+	unsigned unavailable;        /* features the DWARF cannot read */
+	char feat_missing[RBP_FEAT_N][128];
+	struct rbp_layout_explain explain; /* the DWARF sources tried */
 };
 
 struct rbp_layout_cache {
@@ -50,6 +58,14 @@ void rbp_layout_cache_free(struct rbp_layout_cache *c)
 	}
 	free(c->v);
 	free(c);
+}
+
+/* path as the target sees it (like info.ruby_path): without the root it is read through. */
+static const char *shown_path(const struct rbp_vm *vm, const char *path)
+{
+	size_t rl = strlen(vm->t->root);
+
+	return rl && !strncmp(path, vm->t->root, rl) && path[rl] == '/' ? path + rl : path;
 }
 
 /* The candidate files for DWARF, best first, each tried through the target's root. */
@@ -81,6 +97,65 @@ static int next_candidate(struct rbp_vm *vm, int i, char *path, size_t cap)
 	return snprintf(path, cap, "%s", rel) < (int)cap ? 0 : -1;
 }
 
+struct rbp_layout_attempt *rv_explain(struct rbp_vm *vm, const char *source, const char *where,
+				      const char *fmt, ...)
+{
+	struct rbp_layout_explain *x = &vm->explain;
+	struct rbp_layout_attempt *a;
+	va_list ap;
+
+	if (x->n == RBP_LAYOUT_MAX_ATTEMPTS)
+		return NULL;
+	a = &x->v[x->n++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->source, sizeof(a->source), "%s", source);
+	snprintf(a->where, sizeof(a->where), "%s", where);
+	va_start(ap, fmt);
+	vsnprintf(a->result, sizeof(a->result), fmt, ap);
+	va_end(ap);
+	return a;
+}
+
+void rv_explain_result(struct rbp_vm *vm, const char *fmt, ...)
+{
+	struct rbp_layout_attempt *a;
+	va_list ap;
+
+	if (!vm->explain.n)
+		return;
+	a = &vm->explain.v[vm->explain.n - 1];
+	va_start(ap, fmt);
+	vsnprintf(a->result, sizeof(a->result), fmt, ap);
+	va_end(ap);
+}
+
+/* The features the layout in use cannot read, into vm->info. */
+static void set_features(struct rbp_vm *vm, unsigned unavailable, char (*missing)[128])
+{
+	vm->info.unavailable = unavailable;
+	for (int f = 0; f < RBP_FEAT_N; f++) {
+		memcpy(vm->feat_missing[f], missing[f], sizeof(vm->feat_missing[f]));
+		vm->info.missing[f] = vm->feat_missing[f];
+	}
+}
+
+/* "gc (rb_vm_t.objspace), heap (rb_vm_t.objspace)" into buf; "" when none. */
+static void features_str(unsigned unavailable, char (*missing)[128], char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int f = 0; f < RBP_FEAT_N; f++) {
+		if (!(unavailable & (1u << f)))
+			continue;
+		int w = snprintf(buf + n, cap - n, "%s%s (%s)", n ? ", " : "",
+				 rbp_feature_name((enum rbp_feature)f), missing[f]);
+		if (w < 0 || (size_t)w >= cap - n)
+			break;
+		n += (size_t)w;
+	}
+}
+
 static double ms_since(const struct timespec *t0)
 {
 	struct timespec t1;
@@ -107,8 +182,17 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 		 vm->info.ruby_path);
 	for (int i = 0; i < 8; i++) {
 		struct rbp_dwarf *d;
-		if (next_candidate(vm, i, path, sizeof(path)) || rbp_dwarf_open(path, &d))
+		int oerr;
+		if (next_candidate(vm, i, path, sizeof(path)))
 			continue;
+		if ((oerr = rbp_dwarf_open(path, &d))) {
+			/* the file itself always; the others when they exist */
+			if (i == 0 || oerr != RBP_ENOFILE)
+				rv_explain(vm, "dwarf", shown_path(vm, path), "%s",
+					   oerr == RBP_ENOFILE ?
+					   "cannot be opened" : "no DWARF debug information");
+			continue;
+		}
 		tried++;
 		const char *version = rbp_strpool_intern0(&vm->pool, vm->version);
 		if (!version) {
@@ -120,25 +204,32 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 		vm->info.layout_units += rep.units_read;
 		if (err == RBP_ENOMEM)
 			return err;
+		struct rbp_layout_attempt *a = rv_explain(vm, "dwarf", shown_path(vm, path), err ?
+			"lacks %s: no stacks" : "used", rep.missing);
+		if (a) {
+			a->unavailable = rep.unavailable;
+			memcpy(a->missing, rep.feat_missing, sizeof(a->missing));
+		}
 		if (err) {
 			snprintf(vm->layout_note, sizeof(vm->layout_note),
 				 "the DWARF of %.400s lacks %s", path, rep.missing);
 			err = RBP_ENODWARF;
 			continue;
 		}
-		/* shown as the target sees it, like info.ruby_path */
-		size_t rl = strlen(vm->t->root);
-		const char *shown = rl && !strncmp(path, vm->t->root, rl) && path[rl] == '/' ?
-				    path + rl : path;
-		if (!(vm->info.layout_path = rbp_strpool_intern0(&vm->pool, shown)))
+		set_features(vm, rep.unavailable, rep.feat_missing);
+		if (!(vm->info.layout_path = rbp_strpool_intern0(&vm->pool, shown_path(vm, path))))
 			return RBP_ENOMEM;
 		memcpy(vm->layout_from_table, rep.from_table_map, sizeof(vm->layout_from_table));
+		char feats[400];
+		features_str(rep.unavailable, rep.feat_missing, feats, sizeof(feats));
 		if (rep.n_from_table)
 			snprintf(vm->layout_note, sizeof(vm->layout_note),
-				 "%zu constants not in the DWARF, from the %s table: %s",
-				 rep.n_from_table, consts->version, rep.from_table);
+				 "%zu constants not in the DWARF, from the %s table: %s%s%s",
+				 rep.n_from_table, consts->version, rep.from_table,
+				 *feats ? "; unavailable: " : "", feats);
 		else
-			vm->layout_note[0] = '\0';
+			snprintf(vm->layout_note, sizeof(vm->layout_note), "%s%s",
+				 *feats ? "unavailable: " : "", feats);
 		break;
 	}
 	if (tried)
@@ -182,6 +273,9 @@ static void cache_put(struct rbp_layout_cache *c, const uint8_t *id, size_t len,
 	memcpy(e->from_table, vm->layout_from_table, sizeof(e->from_table));
 	memcpy(e->note, vm->layout_note, sizeof(e->note));
 	e->units = vm->info.layout_units;
+	e->unavailable = vm->info.unavailable;
+	memcpy(e->feat_missing, vm->feat_missing, sizeof(e->feat_missing));
+	e->explain = vm->explain;
 	if (!err && !(e->path = strdup(vm->info.layout_path))) {
 		free(e);
 		return;
@@ -212,12 +306,22 @@ static int cached_dwarf_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts
 		memcpy(vm->layout_note, e->note, sizeof(vm->layout_note));
 		vm->info.layout_path = path;
 		vm->info.layout_units = e->units;
+		set_features(vm, e->unavailable, e->feat_missing);
+		vm->explain = e->explain;
 		return e->err;
 	}
 	err = dwarf_layout(vm, consts);
 	if (!err || err == RBP_ENODWARF)
 		cache_put(c, id, len, vm, err);
 	return err;
+}
+
+/* 1 when field f of L is absent (-1 offset): an unavailable feature's. */
+static int absent(const struct rbp_layout *L, const struct rbp_layout_field *f)
+{
+	if (f->kind == RBP_LF_BITFIELD)
+		return ((const struct rbp_bitfield *)(const void *)((const char *)L + f->off))->off == -1;
+	return f->kind == RBP_LF_I16 && rbp_layout_field_get(L, f) == -1;
 }
 
 /*
@@ -234,6 +338,9 @@ static void note_differences(struct rbp_vm *vm, const struct rbp_layout *table)
 		const struct rbp_layout_field *f = &rbp_layout_fields[i];
 		if (vm->layout_from_table[i] || !strcmp(f->name, "major") || !strcmp(f->name, "minor") ||
 		    rbp_layout_field_eq(&vm->layout, table, f))
+			continue;
+		/* a field of an unavailable feature, left absent: the note says so */
+		if (vm->info.unavailable && absent(&vm->layout, f))
 			continue;
 		int w = snprintf(vm->layout_note + n, sizeof(vm->layout_note) - n, "%s%s",
 				 diffs ? ", " : n ? "; differs from the " : "differs from the ",
@@ -292,8 +399,13 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		if ((table = rbp_layout_newest_below(want)))
 			vm->info.layout_assumed = 1;
 	}
-	if (!table)
+	if (!table) {
+		rv_explain(vm, "table", vm->version, "none for Ruby %s (this rbpeek knows %s)",
+			   vm->version, rbp_layout_supported());
 		return RBP_EVERSION;
+	}
+	rv_explain(vm, vm->info.layout_assumed ? "nearest older table" : "table", table->version,
+		   "used");
 	rbp_layout_use(&vm->layout, table);
 	vm->L = &vm->layout;
 	vm->info.layout_version = table->version;

@@ -77,7 +77,7 @@ static int main_ec(struct rbp_vm *vm, uint64_t *ec)
  * of Ruby frames whose iseq was checked.  RBP_ECORRUPT when a frame does
  * not fit the layout.
  */
-static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
+static int check_frames(struct rbp_vm *vm, size_t *n_ruby, const char **why)
 {
 	const struct rbp_layout *L = vm->L;
 	uint64_t ec, stack, size, cfp, flags;
@@ -85,12 +85,25 @@ static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
 	int err;
 
 	*n_ruby = 0;
+	*why = "the main thread's execution context does not read "
+	       "(rb_thread_t.ec, rb_execution_context_t)";
 	if ((err = main_ec(vm, &ec)) || (err = rv_word(vm, ec + L->ec.vm_stack, &stack)) ||
 	    (err = rv_word(vm, ec + L->ec.vm_stack_size, &size)) ||
 	    (err = rv_word(vm, ec + L->ec.cfp, &cfp)))
 		return err;
-	if (!stack || !cfp)
+	if (!stack && !cfp)
 		return RBP_OK;   /* not running Ruby yet, or done */
+	/* a VM stack without a frame pointer (or one without a stack) is not a
+	 * state Ruby leaves an execution context in: ec.cfp or ec.vm_stack is
+	 * not where the layout says (a field inserted before it) */
+	*why = !cfp ? "the main thread's execution context has a VM stack but no frame pointer "
+		      "(rb_execution_context_t.cfp)" :
+		      "the main thread's execution context has a frame pointer but no VM stack "
+		      "(rb_execution_context_t.vm_stack)";
+	if (!stack || !cfp)
+		return RBP_ECORRUPT;
+	*why = "the main thread's control frames do not tile its VM stack "
+	       "(rb_execution_context_t.vm_stack_size, cfp; sizeof(rb_control_frame_t))";
 	if (size > (1ull << 32) || L->cfp.size == 0)
 		return RBP_ECORRUPT;
 	uint64_t end = stack + size * 8;
@@ -110,6 +123,8 @@ static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
 		uint64_t ep = rv_u64(f, L->cfp.ep), iseq = rv_u64(f, L->cfp.iseq);
 		uint64_t pc = rv_u64(f, L->cfp.pc), magic;
 		const struct rv_iseq *info;
+		*why = "a control frame's environment carries no frame magic "
+		       "(rb_control_frame_t.ep, sizeof(rb_control_frame_t))";
 		if (!ep || (ep & 7) || rv_word(vm, ep + 8 * (int64_t)L->env.flags, &flags)) {
 			err = RBP_ECORRUPT;
 			break;
@@ -119,6 +134,8 @@ static int check_frames(struct rbp_vm *vm, size_t *n_ruby)
 			err = RBP_ECORRUPT;
 			break;
 		}
+		*why = "a Ruby frame's pc is not in its iseq's bytecode (rb_control_frame_t.iseq, "
+		       "pc; rb_iseq_constant_body.iseq_encoded, iseq_size)";
 		if (magic == L->frame_magic.cfunc || magic == L->frame_magic.ifunc ||
 		    magic == L->frame_magic.dummy || !iseq || !pc)
 			continue;
@@ -230,9 +247,8 @@ static int read_structure(struct rbp_vm *vm, int held, size_t *n_ruby, struct rb
 
 	if (held && rv_pause(vm, NULL, 0, &pause, &old))
 		pause = NULL;
-	if ((err = check_frames(vm, n_ruby)))
-		*why = "the main thread's control frames do not fit the layout";
-	else if ((err = rbp_vm_read_stacks(vm, st)))
+	/* check_frames() says why it fails */
+	if (!(err = check_frames(vm, n_ruby, why)) && (err = rbp_vm_read_stacks(vm, st)))
 		*why = "the threads do not read";
 	if (pause)
 		rv_resume(vm, pause, &old);

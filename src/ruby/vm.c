@@ -17,8 +17,13 @@ int rbp_vm_attach(struct rbp_target *t, struct rbp_vm_opts *opts,
 	vm->t = t;
 	vm->info.vm_method = vm->info.symbols_method = vm->info.debug_path = "";
 	vm->info.layout_source = vm->info.layout_path = vm->info.layout_note = "";
+	for (int f = 0; f < RBP_VM_FEATURES; f++)
+		vm->info.missing[f] = vm->feat_missing[f];
+	vm->info.explain = &vm->explain;
 	err = rv_discover(vm, opts);
 	if (opts) {
+		if (opts->explain)
+			*opts->explain = vm->explain;
 		memcpy(opts->found_version, vm->version, sizeof(opts->found_version));
 		/* static strings (the table, validate.c): they outlive vm */
 		opts->layout_used = vm->L ? vm->L->version : NULL;

@@ -39,6 +39,27 @@ enum rbp_layout_mode {
 	RBP_LAYOUT_DWARF,      /* DWARF only: fail (RBP_ENODWARF) without it */
 };
 
+/*
+ * Why a layout was or was not used, one entry per source tried, in order
+ * (for `inspect`, and for bug reports: it survives a failed attach).
+ * Features are enum rbp_feature (ruby/layout.h): RBP_VM_FEATURES of them.
+ */
+#define RBP_VM_FEATURES 4
+struct rbp_layout_attempt {
+	char source[24];          /* "dwarf", "table", "nearest older table" */
+	char where[512];          /* the file looked at, or the table's version */
+	char result[320];         /* "used", "no such file", "lacks rb_thread_t.ec",
+				   * "does not fit (why)", ... */
+	unsigned unavailable;     /* used, from DWARF: 1 << feature for each feature
+				   * whose fields it lacks */
+	char missing[RBP_VM_FEATURES][128]; /* per feature: the first field missing */
+};
+#define RBP_LAYOUT_MAX_ATTEMPTS 12
+struct rbp_layout_explain {
+	struct rbp_layout_attempt v[RBP_LAYOUT_MAX_ATTEMPTS];
+	size_t n;
+};
+
 struct rbp_vm_opts {
 	const char *force_version;  /* "X.Y.Z": use this layout whatever the binary says
 				     * (a table; implies RBP_LAYOUT_TABLE under AUTO) */
@@ -55,6 +76,9 @@ struct rbp_vm_opts {
 	const char *layout_used;    /* out: the layout entry tried ("4.1.0"), NULL none */
 	int layout_assumed;         /* out: 1 when it was the nearest older table */
 	const char *layout_problem; /* out: with RBP_ELAYOUT, what did not fit */
+	struct rbp_layout_explain *explain; /* out, when not NULL: every layout source
+				     * tried and why it was or was not used, on
+				     * success or failure; not owned */
 };
 
 /*
@@ -85,6 +109,10 @@ struct rbp_vm_info {
 				     * one (layout_version) is used because it passed
 				     * validation (say so: labels rest on that assumption) */
 	const char *validation;     /* "" passed; else what failed (with RBP_ELAYOUT) */
+	unsigned unavailable;       /* 1 << enum rbp_feature: features this Ruby's layout
+				     * cannot read (a DWARF lacking their fields) */
+	const char *missing[RBP_VM_FEATURES]; /* per feature: the field missing, "" */
+	const struct rbp_layout_explain *explain; /* the layout sources tried */
 	const char *ruby_path;      /* file Ruby lives in, as mapped ("/usr/lib/.../libruby-3.1.so.3.1") */
 	uint64_t ruby_bias;         /* its load bias */
 	const char *debug_path;     /* split debug info used for symbols, "" none */

@@ -375,8 +375,35 @@ static void stack_range(struct rbp_vm *vm, const uint8_t *cfp, uint64_t lo_limit
  * clause instead.  On 3.4+ we do the same: such a frame is dropped and its
  * line carried (*carry) to the next Ruby frame out, its method.
  */
+/*
+ * The innermost frame of a thread running code a JIT compiled (YJIT,
+ * ZJIT): its cfp->pc is what the JIT last saved (before a call, an
+ * allocation, a possible exit), not where the code is now, so its line is
+ * not known.  Such a frame is marked instead: label "LABEL [jit]", line the
+ * method's first line.  A frame with a frame above it called out through a
+ * saved pc, so its line is right; an iseq no JIT compiled runs in the
+ * interpreter, whose pc is exact.  Known where the layout has the JIT entry
+ * (a DWARF layout); 1 when f was marked.
+ */
+static int mark_jit(struct rbp_vm *vm, const struct rv_iseq *info, struct rbp_frame *f)
+{
+	uint64_t entry;
+	char buf[512];
+
+	if (!vm->L->jit.entry || !info->body ||
+	    rv_word(vm, info->body + (uint64_t)vm->L->jit.entry, &entry) || !entry)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s [jit]", f->label);
+	const char *label = rbp_strpool_intern0(&vm->pool, buf);
+	if (!label)
+		return 0;
+	f->label = label;
+	f->line = f->first_line;
+	return 1;
+}
+
 static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *out,
-		      int32_t *carry)
+		      int32_t *carry, size_t first)
 {
 	const struct rbp_layout *L = vm->L;
 	uint64_t pc = rv_u64(cfp, L->cfp.pc), iseq = rv_u64(cfp, L->cfp.iseq);
@@ -416,6 +443,8 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 			*carry = 0;
 		}
 		f.label = ruby_label(vm, iseq, info, ep);
+		if (f.label && out->n_frames == first)
+			mark_jit(vm, info, &f);
 	}
 	if ((err = rbp_grow(&out->frames, &out->cap_frames, out->n_frames + 1,
 			sizeof(*out->frames))))
@@ -631,8 +660,9 @@ static int walk_thread(struct rbp_vm *vm, const struct rv_wthread *w, struct rbp
 	vm->stk_cur = vm->stk_buf + w->stk_off;
 	vm->stk_lo = w->stk_lo;
 	vm->stk_hi = w->stk_hi;
+	size_t first = out->n_frames;
 	for (size_t i = 0; i < w->n_cfp && !err; i++)
-		err = walk_frame(vm, vm->cfp_buf + w->cfp_off + i * L->cfp.size, out, &carry);
+		err = walk_frame(vm, vm->cfp_buf + w->cfp_off + i * L->cfp.size, out, &carry, first);
 	vm->stk_lo = vm->stk_hi = 0;
 	return err;
 }
@@ -889,7 +919,7 @@ int rbp_vm_decode_frames(struct rbp_vm *vm, const struct rbp_frame_copy *c, stru
 	if ((err = env_overlay(vm, c)))
 		goto done;
 	for (size_t i = 0; i < c->n && !err; i++)
-		err = walk_frame(vm, c->frames + i * L->cfp.size, out, &carry);
+		err = walk_frame(vm, c->frames + i * L->cfp.size, out, &carry, 0);
 	t->n_frames = out->n_frames;
 	if (t->n_frames)
 		fill_cfunc_locations(out->frames, t->n_frames);

@@ -22,6 +22,7 @@ const char *rbp_strerror(int err)
 	case RBP_EVERSION: return "unsupported Ruby version";
 	case RBP_ELAYOUT: return "the memory layout does not match this Ruby";
 	case RBP_ENOVM: return "Ruby VM not found";
+	case RBP_ENOTREADY: return "the Ruby VM is not set up yet (or already torn down)";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
 	case RBP_ENOPROBE: return "no allocation probe point in this Ruby build";
