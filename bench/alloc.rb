@@ -22,7 +22,7 @@
 #
 #   ruby bench/alloc.rb            (make bench runs it; needs root)
 #   RBPEEK=build/rbpeek SECS=2 ROUNDS=3 ruby bench/alloc.rb
-#   RBPEEK_PEER=/tmp/main/build/rbpeek ONLY=host ruby bench/alloc.rb
+#   RBPEEK_PEER=/tmp/main/build/rbpeek ONLY=host TARGETS=idle,railsish ruby bench/alloc.rb
 require "fileutils"
 require "tmpdir"
 
@@ -150,6 +150,7 @@ end
 $exit_secs = Hash.new { |h, k| h[k] = [] }
 $rate = {}
 targets = [[nil, :loop], [nil, :idle], [nil, :railsish]]
+targets.select! { |_, k| ENV["TARGETS"].split(",").include?(k.to_s) } if ENV["TARGETS"] # e.g. TARGETS=idle,railsish
 targets += %w[2.7 3.3 3.4 4.0].select { |xy| File.directory?(File.join(CHROOTS, xy)) }.map { |xy| [xy, :loop] } unless ENV["ONLY"] == "host"
 LABEL = { loop: "", idle: " +11 idle", railsish: " railsish" }.freeze
 watched = MODES.keys - ["alone"]
