@@ -11,7 +11,8 @@
 # strings, hashes and JSON, and a request now and then waits on a
 # "database" (sleep), so threads hand the GVL to each other all the time.
 # Prints "ready" once every worker is serving; runs SECONDS (default: until
-# killed).
+# killed).  With RAILSISH_COUNT=FILE, SIGUSR1 writes the number of requests
+# served so far to FILE (bench/alloc.rb measures the speed with it).
 require "json"
 
 THREADS = Integer(ARGV[0] || 8)
@@ -132,6 +133,13 @@ APP = (0...MIDDLEWARES).reverse_each.reduce(Framework::Router.new) do |app, i|
   Framework.const_get(format("M%02d", i)).new(app)
 end
 
+$requests = 0
+if (count_file = ENV["RAILSISH_COUNT"])
+  Signal.trap("USR1") do
+    File.write("#{count_file}.tmp", "#{$requests}\n")
+    File.rename("#{count_file}.tmp", count_file)
+  end
+end
 served = Thread::Queue.new
 workers = Array.new(THREADS) do |w|
   Thread.new do
@@ -140,6 +148,7 @@ workers = Array.new(THREADS) do |w|
     id = w
     loop do
       APP.call({ id: id, trail: [] })
+      $requests += 1
       id += THREADS
     end
   end

@@ -29,6 +29,9 @@
 #   unicorn,          74-servers.rb): a linter, two forking servers and
 #   ruby-rack, wrk    Rack; wrk puts loopback load on the servers
 #   bundler           `rbpeek trace -- bundle exec ...` (tests/e2e/62-trace-exec.rb)
+#   ruby-rails, ruby-sqlite3
+#                     a Rails app under puma for the field test
+#                     (tests/e2e/69-rails.rb; about 3.5 MB to download)
 #   libelf-dev, liblzma-dev, libbz2-dev, libzstd-dev, pkg-config
 #                     the static archives `make static` links (libdw.a and
 #                     libelf.a come with libdw-dev/libelf-dev, libz.a with
@@ -50,7 +53,7 @@
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
-	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler
+	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler ruby-rails ruby-sqlite3
 	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git"

@@ -125,7 +125,52 @@ static VALUE attached_object(VALUE klass)
 #endif
 }
 
-/* "Klass#meth", "Klass.meth" for a singleton method of a class or module. */
+/* The top-level constant named name, or Qundef (not defined, or not loaded yet). */
+static VALUE toplevel_const(const char *name)
+{
+	ID id = rb_intern(name);
+
+	if (!rb_const_defined_at(rb_cObject, id) ||
+	    !NIL_P(rb_funcall(rb_cObject, rb_intern("autoload?"), 1, ID2SYM(id))))
+		return Qundef;
+	return rb_const_get_at(rb_cObject, id);
+}
+
+/*
+ * What Ruby calls an object with singleton methods that is not a class or
+ * module: ENV, ARGF, main (the top-level self), the top-level constant it
+ * is the value of, else its default to_s ("#<Object:0x...>").  No user
+ * code runs (no to_s or inspect of the object); warnings (a deprecated
+ * constant read) are silenced meanwhile.
+ */
+static VALUE object_name(VALUE att)
+{
+	static const char *const known[] = { "ENV", "ARGF" };
+	VALUE name = Qnil, verbose = rb_gv_get("$VERBOSE");
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (toplevel_const(known[i]) == att)
+			return rb_str_new_cstr(known[i]);
+	VALUE top = toplevel_const("TOPLEVEL_BINDING");
+	if (top != Qundef && rb_obj_is_kind_of(top, rb_cBinding) &&
+	    rb_funcall(top, rb_intern("receiver"), 0) == att)
+		return rb_str_new_cstr("main");
+	rb_gv_set("$VERBOSE", Qnil);
+	VALUE names = rb_funcall(rb_cObject, rb_intern("constants"), 0);
+	for (long i = 0; NIL_P(name) && i < RARRAY_LEN(names); i++) {
+		VALUE sym = RARRAY_AREF(names, i);
+		VALUE c = toplevel_const(rb_id2name(SYM2ID(sym)));
+		if (c == att)
+			name = rb_sym2str(sym);
+	}
+	rb_gv_set("$VERBOSE", verbose);
+	return NIL_P(name) ? rb_any_to_s(att) : name;
+}
+
+/*
+ * "Klass#meth"; "Klass.meth" for a singleton method of a class or module,
+ * "ENV.fetch" (see object_name) for one of another object.
+ */
 static char *label_of(const struct rbt_method *m)
 {
 	VALUE owner = Qnil, klass = m->klass;
@@ -134,12 +179,14 @@ static char *label_of(const struct rbt_method *m)
 	if ((RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_MODULE))) {
 		if (RB_TYPE_P(klass, T_CLASS) && FL_TEST(klass, FL_SINGLETON)) {
 			VALUE att = attached_object(klass);
-			if (RB_TYPE_P(att, T_CLASS) || RB_TYPE_P(att, T_MODULE)) {
-				klass = att;
-				sep = ".";
-			}
+			sep = ".";
+			if (RB_TYPE_P(att, T_CLASS) || RB_TYPE_P(att, T_MODULE))
+				owner = rb_class_path(att);
+			else
+				owner = object_name(att);
+		} else {
+			owner = rb_class_path(klass);
 		}
-		owner = rb_class_path(klass);
 	}
 	VALUE name = m->mid ? rb_id2str(m->mid) : Qnil;
 	VALUE s = NIL_P(owner) ? rb_str_new_cstr("") : rb_str_dup(owner);

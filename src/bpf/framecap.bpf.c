@@ -17,8 +17,12 @@
  *      FC_MAX_FRAMES of them, in one read, then each frame's three
  *      environment words (ep[-2..0]);
  *   5. emits the record through the per-CPU perf ring of the events map.
- * It always returns 1: the uprobe's own perf sample (the exact counts) is
- * written as before; the program only adds.
+ * Before all that, with `counting` set (rbpeek alloc), it counts the hit:
+ * only for the process `tgid` (one uprobe event per probe serves every
+ * thread of the process, see uprobe.h), into counts[arg] (the class), or
+ * uncounted[0] when that map is full, and then returns 0: no perf sample
+ * per hit, the counts are read from the maps.  Without `counting` it
+ * returns 1: the uprobe's own perf sample is written as before.
  *
  * One program per probe (probe0..probe7, the unused ones not loaded): the
  * probe's number is a constant in each, its argument register comes from
@@ -39,9 +43,12 @@
 const volatile struct fc_layout layout;
 const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0 %rdi, 1 %rsi, 2 %rdx */
 const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
+const volatile __u32 counting;                /* 1: count the hits (see above) */
+const volatile __u32 tgid;                    /* ... of this process (reader's namespace) */
 
 struct config {
 	__u32 pick;              /* copy when bpf_get_prandom_u32() < pick */
+	__u32 stopped;           /* 1: do nothing at all (the watch is over) */
 };
 
 struct {
@@ -59,6 +66,21 @@ struct {
 } config SEC(".maps");
 
 FC_SCRATCH_MAP(scratch);
+
+/* counting: hits per argument (the class), and those the full map could not hold */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FC_MAX_COUNTED);
+	__type(key, __u64);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FC_TOTALS);
+	__type(key, __u32);
+	__type(value, __u64);
+} totals SEC(".maps");
 
 /* One BPF-output perf event per CPU, each with its ring (set by the loader). */
 struct {
@@ -80,6 +102,29 @@ static __always_inline __u64 arg_of(const struct pt_regs *regs, __u32 probe)
 	return arg_reg[probe] == 1 ? rsi : arg_reg[probe] == 2 ? rdx : rdi;
 }
 
+/* counting: one more hit of arg (the slot of the totals map, then the class) */
+static __always_inline void count(__u64 arg)
+{
+	__u32 k = FC_TOTAL_HITS;
+	__u64 one = 1, *v;
+
+	if ((v = bpf_map_lookup_elem(&totals, &k)))
+		*v += 1;
+	if ((v = bpf_map_lookup_elem(&counts, &arg))) {
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	if (!bpf_map_update_elem(&counts, &arg, &one, BPF_NOEXIST))
+		return;
+	if ((v = bpf_map_lookup_elem(&counts, &arg))) {   /* another CPU made it meanwhile */
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	k = FC_TOTAL_UNCOUNTED;   /* the map is full */
+	if ((v = bpf_map_lookup_elem(&totals, &k)))
+		*v += 1;
+}
+
 static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 {
 	struct fc_layout L = layout;
@@ -88,29 +133,37 @@ static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 	struct fc_record *rec;
 	__u64 *thread;
 	__u32 zero = 0, tid, size;
+	int ret = counting ? 0 : 1;
 
-	/* 1. sampling */
-	__u32 r = bpf_get_prandom_u32();
-	if (!(cfg = bpf_map_lookup_elem(&config, &zero)) || r >= cfg->pick)
-		return 1;
-	/* 2. the thread (rbpeek may run in a container: its own namespace's tids) */
+	if (!(cfg = bpf_map_lookup_elem(&config, &zero)) || cfg->stopped)
+		return ret;
+	/* 0. the thread (rbpeek may run in a container: its own namespace's tids), the count */
 	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
-		return 1;
+		return ret;
+	if (counting) {
+		if (ns.tgid != tgid)
+			return 0;   /* a vfork child, sharing the memory for a while */
+		count(arg_of(regs, probe));
+	}
+	/* 1. sampling */
+	if (bpf_get_prandom_u32() >= cfg->pick)
+		return ret;
+	/* 2. the thread */
 	tid = ns.pid;
 	if (!(thread = bpf_map_lookup_elem(&threads, &tid)))
-		return 1;
+		return ret;
 	if (!(rec = bpf_map_lookup_elem(&scratch, &zero)))
-		return 1;
+		return ret;
 	rec->tid = tid;
 	rec->probe = probe;
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->arg = arg_of(regs, probe);
 	/* 3, 4. the execution context, the frames and their environments */
 	if (!(size = fc_copy(rec, &L, *thread)))
-		return 1;
+		return ret;
 	/* 5. out */
 	bpf_perf_event_output(regs, &events, BPF_F_CURRENT_CPU, rec, size);
-	return 1;
+	return ret;
 }
 
 #define PROBE(i) \

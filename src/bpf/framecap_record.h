@@ -16,6 +16,11 @@
                              * map value is at most 32 KiB) */
 #define FC_EC_HEAD 64       /* bytes of the execution context copied */
 #define FC_ENV_WORDS 3      /* ep[-2], ep[-1], ep[0] per frame */
+#define FC_MAX_COUNTED 32768 /* distinct arguments (classes) counted; more: uncounted */
+/* slots of the per-CPU totals map (counting) */
+#define FC_TOTAL_HITS 0      /* every hit counted */
+#define FC_TOTAL_UNCOUNTED 1 /* ... of which the counts map had no room for */
+#define FC_TOTALS 2
 
 /* Where things are in the interpreter's structures (bytes); see rbp_framecap_layout. */
 struct fc_layout {

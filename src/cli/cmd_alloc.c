@@ -254,6 +254,24 @@ static int fail_probes(int err, const struct cli_subject *subj)
 	}
 }
 
+/*
+ * Exact sites, but the kernel dropped copies (its ring was full before
+ * rbpeek read it): how many, and what that does to the figures.
+ */
+static void warn_copies_lost(const struct rbp_alloc_status *st, const struct rbp_alloc_count *c)
+{
+	uint64_t made = st->copies + st->copies_lost;
+	double pct = made ? 100.0 * (double)st->copies_lost / (double)made : 0;
+
+	fprintf(stderr, "rbpeek: warning: %llu of %llu stack copies (%.1f%%) were lost: the kernel's "
+		"ring was full before rbpeek read it (a busy machine?). The class counts are not "
+		"affected; the site shares come from the %llu stacks kept, so they are %s, and sites "
+		"that allocate in bursts may be under-represented\n",
+		(unsigned long long)st->copies_lost, (unsigned long long)made, pct,
+		(unsigned long long)c->samples,
+		pct >= 50 ? "much less precise than the rate asked for" : "less precise");
+}
+
 static void print_stats(const struct rbp_allocwatch *w)
 {
 	const struct rbp_alloc_status *st = rbp_allocwatch_status(w);
@@ -262,10 +280,10 @@ static void print_stats(const struct rbp_allocwatch *w)
 
 	fprintf(stderr, "rbpeek: %s after %.1f s: %llu allocations, %llu lost (the kernel's "
 		"buffer was full), stacks of %llu (%llu without a Ruby frame, %llu unreadable); "
-		"%zu probes x %zu threads\n", cli_stop_words(st->stop), secs, (unsigned long long)c->allocs,
-		(unsigned long long)st->lost, (unsigned long long)c->samples,
-		(unsigned long long)c->no_stack, (unsigned long long)c->read_errors, st->probes,
-		st->threads);
+		"%zu probes, %zu uprobe events, %zu threads\n", cli_stop_words(st->stop), secs,
+		(unsigned long long)c->allocs, (unsigned long long)st->lost,
+		(unsigned long long)c->samples, (unsigned long long)c->no_stack,
+		(unsigned long long)c->read_errors, st->probes, st->events, st->threads);
 	if (st->lost)
 		fprintf(stderr, "hint: lost reports make the counts low; rbpeek did not keep up "
 			"(a busy machine?)\n");
@@ -274,6 +292,12 @@ static void print_stats(const struct rbp_allocwatch *w)
 			"(%llu copies, %llu lost, %llu deeper than %d frames: outermost cut)\n",
 			(unsigned long long)st->copies, (unsigned long long)st->copies_lost,
 			(unsigned long long)c->truncated, st->copy_max_frames);
+		if (st->copies_lost)
+			warn_copies_lost(st, c);
+		if (st->uncounted)
+			fprintf(stderr, "rbpeek: warning: %llu allocations of classes the kernel's table "
+				"had no room for are in the total but in no class's row\n",
+				(unsigned long long)st->uncounted);
 		if (st->bpf_runs)
 			fprintf(stderr, "rbpeek: eBPF program: %llu runs, %.0f ns each on average\n",
 				(unsigned long long)st->bpf_runs,

@@ -44,7 +44,7 @@ static const char record_usage[] =
 	"      --idle              keep samples of threads waiting for work (default: left\n"
 	"                          out of the output, not of the raw file: a thread blocked\n"
 	"                          in a pool's ConditionVariable#wait, Queue#pop, IO.select,\n"
-	"                          accept; or that never ran; a request in sleep or waiting on\n"
+	"                          accept; or that (almost) never ran; a request in sleep or waiting on\n"
 	"                          a database still shows)\n"
 	"      --no-idle           leave them out (the default)\n"
 	"      --gvl               keep only samples of the thread holding the GVL\n"

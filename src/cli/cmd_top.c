@@ -57,13 +57,18 @@ static const char top_usage[] =
 	"      --sampler SAMPLER   ptrace (default) or bpf: the kernel copies the stack of a\n"
 	"                          thread it interrupts on a CPU (on-CPU samples only, no\n"
 	"                          pause; root; ptrace with a warning where eBPF is not allowed)\n"
+	"      --idle              show threads waiting for work (a pool's waits, IO.select,\n"
+	"                          a master in IO#wait_readable, ...; default: hidden, their\n"
+	"                          share in the header; key i toggles)\n"
+	"      --no-idle           hide them (the default)\n"
 	"      --force-version X.Y.Z  use the memory layout of this Ruby version (validated)\n"
 	"      --layout SOURCE     where Ruby's struct offsets come from: auto (its\n"
 	"                          DWARF when present, else the table), dwarf or table\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"keys: < > (or arrows) change the sort column, 1-4 pick it; l per line / per function;\n"
-	"t next thread, T previous, a all threads; p or space pause; q or Ctrl-C quit.\n"
+	"t next thread, T previous, a all threads; i show/hide idle threads; p or space pause;\n"
+	"q or Ctrl-C quit.\n"
 	"When stdout is not a terminal the table is printed as text every refresh.\n";
 
 static int parse_opts(int argc, char **argv, struct top_opts *o)
@@ -77,13 +82,14 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 		{ "subprocesses", no_argument, NULL, OPT_SUBPROC },
 		{ "nonblocking", no_argument, NULL, OPT_NONBLOCK },
 		{ "native", no_argument, NULL, OPT_NATIVE },
+		CLI_OPTS_IDLE,
 		CLI_OPTS_SAMPLER,
 		CLI_OPTS_LAYOUT,
 		CLI_OPTS_END
 	};
 	struct cli_parser cp = { .cmd = "top", .usage = top_usage, .shortopts = "+:p:r:d:n:h",
 		.longopts = longopts, .t = &o->t, .unit = "Hz", .rate = &o->rate,
-		.duration = &o->duration, .bpf = &o->bpf };
+		.duration = &o->duration, .bpf = &o->bpf, .idle = &o->idle };
 	char *end;
 	int c;
 
@@ -124,6 +130,7 @@ static void handle_key(struct view *v, const struct rbp_profile *p, int key)
 	case 'T': v->thread = v->thread < 0 ? (long)p->n_threads - 1 : v->thread - 1; break;
 	case 'a': v->thread = -1; break;
 	case 'p': case ' ': v->paused = !v->paused; break;
+	case 'i': v->show_idle = !v->show_idle; break;
 	case 12: break;   /* Ctrl-L: redraw */
 	default: return;
 	}
@@ -216,6 +223,7 @@ int cmd_top(int argc, char **argv)
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
+	v.show_idle = o.idle;
 	rbp_process_cmdline(o.t.pid, cmdline, sizeof(cmdline));
 	v.version = rbp_vm_info(s.vm)->version;
 	v.cmdline = cmdline;

@@ -24,6 +24,7 @@ struct top_opts {
 	int nonblocking;
 	int native;
 	int bpf;                  /* --sampler=bpf */
+	int idle;                 /* --idle: show threads waiting for work from the start */
 };
 
 /* What is on screen and how to draw it. */
@@ -33,6 +34,7 @@ struct view {
 	int by_line;           /* rows per line instead of per function */
 	long thread;           /* index into p->threads, -1 for all */
 	int paused;            /* keep showing the same window */
+	int show_idle;         /* count samples of threads waiting for work (key i) */
 	int dirty;             /* redraw at the next callback */
 	size_t win_from, win_to;      /* the window: samples [from, to) */
 	uint64_t win_ns;              /* its length */

@@ -23,7 +23,9 @@ struct table {
 	size_t n;
 	size_t *order;               /* rows to show, sorted */
 	size_t n_order;
-	uint64_t win_samples, gvl, oncpu;
+	uint64_t win_samples;        /* samples of the window counted in the rows */
+	uint64_t win_all, gvl, oncpu;   /* every sample of the window, holding the GVL, on a CPU */
+	uint64_t win_idle;           /* ... waiting for work (hidden or not) */
 	size_t n_threads;            /* threads seen in the window */
 };
 
@@ -75,11 +77,13 @@ static int table_build(const struct rbp_profile *p, const struct view *v, struct
 {
 	uint64_t *wc = calloc(p->n_nodes + 1, sizeof(*wc)), *cc = calloc(p->n_nodes + 1, sizeof(*cc));
 	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
-	uint8_t *seen = calloc(p->n_threads + 1, 1);
+	uint8_t *seen = calloc(p->n_threads + 1, 1), *waiter = calloc(p->n_threads + 1, 1);
 	int err = RBP_ENOMEM;
 
 	memset(t, 0, sizeof(*t));
-	if (!wc || !cc || !row_of || !seen || rbp_rows_make(p, v->by_line, row_of, &t->win, &t->n))
+	if (!wc || !cc || !row_of || !seen || !waiter ||
+	    rbp_rows_make(p, v->by_line, row_of, &t->win, &t->n) ||
+	    rbp_profile_waiters(p, v->win_to, waiter))
 		goto done;
 	if (!(t->cum = malloc((t->n + 1) * sizeof(*t->cum))) ||
 	    !(t->order = malloc((t->n + 1) * sizeof(*t->order))))
@@ -87,17 +91,26 @@ static int table_build(const struct rbp_profile *p, const struct view *v, struct
 	memcpy(t->cum, t->win, t->n * sizeof(*t->cum));
 	for (size_t i = 0; i < v->win_to && i < p->n_samples; i++) {
 		const struct rbp_sample *s = &p->samples[i];
+		uint8_t fl = p->sample_flags[i];
 		if (!sample_selected(v, s))
+			continue;
+		/* waiting for work: a pool's or server's wait, or a thread that only waits */
+		int idle = (fl & RBP_SAMPLE_IDLE) || waiter[s->thread];
+		if (i >= v->win_from) {   /* the header's figures: every sample of the window */
+			t->win_all++;
+			t->win_idle += idle;
+			t->gvl += !!(fl & RBP_SAMPLE_GVL);
+			t->oncpu += !!(fl & RBP_SAMPLE_ONCPU);
+			t->n_threads += !seen[s->thread];
+			seen[s->thread] = 1;
+		}
+		if (idle && !v->show_idle)
 			continue;
 		cc[s->node]++;
 		if (i < v->win_from)
 			continue;
 		wc[s->node]++;
 		t->win_samples++;
-		t->gvl += !!(p->sample_flags[i] & RBP_SAMPLE_GVL);
-		t->oncpu += !!(p->sample_flags[i] & RBP_SAMPLE_ONCPU);
-		t->n_threads += !seen[s->thread];
-		seen[s->thread] = 1;
 	}
 	rbp_rows_count(p, wc, row_of, t->win, t->n);
 	rbp_rows_count(p, cc, row_of, t->cum, t->n);
@@ -114,6 +127,7 @@ done:
 	free(cc);
 	free(row_of);
 	free(seen);
+	free(waiter);
 	return err;
 }
 
@@ -204,17 +218,24 @@ static void draw_header(FILE *f, const struct rbp_profile *p, const struct view 
 		thr[0] = 0;
 	snprintf(line, sizeof(line), "%.1f s at %u Hz, %zu samples, %.1f%% errors, GVL %.0f%%, "
 		 "on CPU %.0f%%, %zu threads%s", (double)v->elapsed_ns / 1e9, o->rate, v->win_to,
-		 pct(v->errors, v->ticks), pct(t->gvl, t->win_samples), pct(t->oncpu, t->win_samples),
+		 pct(v->errors, v->ticks), pct(t->gvl, t->win_all), pct(t->oncpu, t->win_all),
 		 t->n_threads, thr);
 	if (o->nonblocking)   /* running state is known only when read paused */
 		snprintf(strstr(line, "on CPU"), sizeof(line) - (size_t)(strstr(line, "on CPU") - line),
 			 "on CPU n/a, %zu threads%s", t->n_threads, thr);
+	put_line(f, v, cols, line);
+	snprintf(line, sizeof(line), v->show_idle
+		 ? "idle: %.1f%% of the window's samples are threads waiting for work, shown (%s)"
+		 : "idle: %.1f%% of the window's samples are threads waiting for work, hidden (%s)",
+		 pct(t->win_idle, t->win_all), v->show_idle ? (v->tty ? "i hides them" : "--no-idle hides them")
+						     : (v->tty ? "i shows them" : "--idle shows them"));
 	put_line(f, v, cols, line);
 	thread_desc(p, v, thr, sizeof(thr));
 	snprintf(line, sizeof(line), "view: %s   sort: %s   thread: %s   (%% over the last %.1f s, "
 		 "times since start)", v->by_line ? "by line" : "by function", col_names[v->sort], thr,
 		 (double)v->win_ns / 1e9);
 	put_line(f, v, cols, line);
+
 	put_line(f, v, cols, "");
 }
 
@@ -319,14 +340,14 @@ int top_draw(const struct rbp_profile *p, struct view *v)
 		fputs("\033[H", f);
 	draw_header(f, p, v, &t, cols);
 	draw_columns(f, v, cols, fn_width);
-	int body = v->tty ? rows - 7 : 25;   /* header 5, footer 1, and a spare line */
+	int body = v->tty ? rows - 8 : 25;   /* header 6, footer 1, and a spare line */
 	for (size_t k = 0; k < t.n_order && (int)k < body; k++)
 		draw_row(f, v, &t, t.order[k], cols, fn_width);
 	if (v->tty) {
 		fputs("\033[J", f);
 		fprintf(f, "\033[%d;1H", rows);
 		put_line(f, v, cols, "keys: < > sort  1-4 column  l line/function  t/T/a thread  "
-			 "p pause  q quit");
+			 "i idle  p pause  q quit");
 	} else {
 		fputc('\n', f);
 	}

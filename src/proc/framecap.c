@@ -40,6 +40,7 @@
 
 _Static_assert(FC_MAX_FRAMES == RBP_FRAMECAP_MAX_FRAMES, "one limit");
 _Static_assert(FC_MAX_PROBES == RBP_FRAMECAP_MAX_PROBES, "one limit");
+_Static_assert(FC_MAX_COUNTED == RBP_FRAMECAP_MAX_COUNTED, "one limit");
 _Static_assert(FC_HDR == offsetof(struct fc_record, data), "record header");
 
 struct rbp_framecap {
@@ -56,6 +57,7 @@ struct rbp_framecap {
 	pid_t *known;                /* tids in the threads map now */
 	size_t n_known;
 	uint64_t records, lost;
+	uint32_t pick, stopped;      /* the programs' settings (config map) */
 };
 
 /* ---- rings --------------------------------------------------------------- */
@@ -114,8 +116,8 @@ static int layout_ok(const struct rbp_framecap_layout *L)
 }
 
 /* Open the skeleton, set its read-only data, load the probes' programs. */
-static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct stat *ns,
-		struct rbp_bpf_log *m, char *why, size_t why_len)
+static int load(struct rbp_framecap *c, const uint8_t *arg_reg, pid_t count_pid,
+		const struct stat *ns, struct rbp_bpf_log *m, char *why, size_t why_len)
 {
 	const struct rbp_framecap_layout *L = &c->L;
 	struct bpf_program *progs[FC_MAX_PROBES];
@@ -134,6 +136,8 @@ static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct sta
 			    .cfp_ep = (uint32_t)L->cfp_ep },
 		.pidns_dev = (uint64_t)ns->st_dev,
 		.pidns_ino = (uint64_t)ns->st_ino,
+		.counting = count_pid > 0,
+		.tgid = count_pid > 0 ? (uint32_t)count_pid : 0,
 	};
 	memcpy(progs, &c->skel->progs, sizeof(progs));
 	for (size_t i = 0; i < FC_MAX_PROBES; i++) {
@@ -154,7 +158,7 @@ static int load(struct rbp_framecap *c, const uint8_t *arg_reg, const struct sta
 }
 
 int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_reg, size_t n_probes,
-		      struct rbp_framecap **out, char *why, size_t why_len)
+		      pid_t count_pid, struct rbp_framecap **out, char *why, size_t why_len)
 {
 	struct rbp_framecap *c;
 	struct rbp_bpf_log m;
@@ -179,7 +183,7 @@ int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_re
 	for (size_t i = 0; i < RBP_FRAMECAP_MAX_PROBES; i++)
 		c->prog[i] = -1;
 	if (!(err = rbp_bpf_log_begin(&m)))
-		err = load(c, arg_reg, &ns, &m, why, why_len);
+		err = load(c, arg_reg, count_pid, &ns, &m, why, why_len);
 	rbp_bpf_log_end(&m);
 	if (err || (err = open_rings(c, why, why_len)) || (err = rbp_framecap_set_pick(c, 0))) {
 		rbp_framecap_close(c);
@@ -196,12 +200,66 @@ int rbp_framecap_prog_fd(const struct rbp_framecap *c, size_t probe)
 	return probe < c->n_probes ? c->prog[probe] : -1;
 }
 
+/* The programs' settings (struct config of framecap.bpf.c), all at once. */
+static int set_config(struct rbp_framecap *c)
+{
+	uint32_t key = 0, cfg[2] = { c->pick, c->stopped };
+
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.config), &key, cfg, BPF_ANY))
+		return rbp_perf_errno(errno);
+	return RBP_OK;
+}
+
 int rbp_framecap_set_pick(struct rbp_framecap *c, uint32_t pick)
 {
-	uint32_t key = 0;
+	c->pick = pick;
+	return set_config(c);
+}
 
-	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.config), &key, &pick, BPF_ANY))
-		return rbp_perf_errno(errno);
+int rbp_framecap_stop(struct rbp_framecap *c)
+{
+	c->stopped = 1;
+	return set_config(c);
+}
+
+int rbp_framecap_totals(const struct rbp_framecap *c, uint64_t *hits, uint64_t *uncounted)
+{
+	int fd = bpf_map__fd(c->skel->maps.totals), n = libbpf_num_possible_cpus();
+	uint64_t v[256];
+	uint64_t sum[FC_TOTALS] = { 0 };
+
+	*hits = *uncounted = 0;
+	if (n <= 0)
+		return RBP_EINVAL;
+	uint64_t *vals = (size_t)n <= sizeof(v) / sizeof(v[0]) ? v : calloc((size_t)n, 8);
+	if (!vals)
+		return RBP_ENOMEM;
+	for (uint32_t k = 0; k < FC_TOTALS; k++) {
+		if (bpf_map_lookup_elem(fd, &k, vals))
+			continue;
+		for (int i = 0; i < n; i++)
+			sum[k] += vals[i];
+	}
+	if (vals != v)
+		free(vals);
+	*hits = sum[FC_TOTAL_HITS];
+	*uncounted = sum[FC_TOTAL_UNCOUNTED];
+	return RBP_OK;
+}
+
+int rbp_framecap_counts(const struct rbp_framecap *c,
+			int (*fn)(void *ctx, uint64_t arg, uint64_t hits), void *ctx)
+{
+	int fd = bpf_map__fd(c->skel->maps.counts), rc;
+	uint64_t key, next, n;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &n) && (rc = fn(ctx, key, n)))
+			return rc;
+	}
 	return RBP_OK;
 }
 

@@ -21,8 +21,13 @@
  *      frame the three words around its environment pointer (ep[-2..0]);
  *   5. emits it all with the thread id, the time and one argument
  *      register, through a per-CPU perf ring (bpf_perf_event_output).
- * It always returns 1, so the uprobe's own perf sample (used for exact
- * counts) is written as before: the program only adds.
+ * Opened with count_pid, it first counts every hit of that process by its
+ * argument register (the class, for rbpeek alloc) in a map the caller
+ * reads (rbp_framecap_counts) and suppresses the uprobe's own perf sample:
+ * one uprobe event per probe then serves every thread of the process
+ * (rbp_uprobes_open_process), at one program run per hit.  Without it the
+ * program returns 1, so the uprobe's own perf sample is written as before:
+ * the program only adds.
  *
  * Nothing outlives the caller: programs, maps and rings are file
  * descriptors.  Needs root (CAP_BPF + CAP_PERFMON) and a kernel with
@@ -41,6 +46,7 @@
 
 #define RBP_FRAMECAP_MAX_FRAMES 256   /* control frames copied per hit */
 #define RBP_FRAMECAP_MAX_PROBES 8
+#define RBP_FRAMECAP_MAX_COUNTED 32768   /* distinct arguments counted (count_pid) */
 
 /* Where things are in the interpreter's structures (bytes). */
 struct rbp_framecap_layout {
@@ -86,7 +92,7 @@ struct rbp_framecap;
  * far as why_len allows.
  */
 int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_reg, size_t n_probes,
-		      struct rbp_framecap **out, char *why, size_t why_len);
+		      pid_t count_pid, struct rbp_framecap **out, char *why, size_t why_len);
 /* The program for probe i, for rbp_uprobes_set_bpf(). */
 int rbp_framecap_prog_fd(const struct rbp_framecap *c, size_t probe);
 /*
@@ -95,8 +101,19 @@ int rbp_framecap_prog_fd(const struct rbp_framecap *c, size_t probe);
  */
 int rbp_framecap_set_threads(struct rbp_framecap *c, const pid_t *tids, const uint64_t *threads,
 			     size_t n);
+/*
+ * Counting (count_pid given): the hits so far, and of them those the
+ * per-argument map had no room for (more than RBP_FRAMECAP_MAX_COUNTED
+ * distinct arguments).
+ */
+int rbp_framecap_totals(const struct rbp_framecap *c, uint64_t *hits, uint64_t *uncounted);
+/* Counting: fn(ctx, argument, hits so far) for every argument counted; nonzero stops. */
+int rbp_framecap_counts(const struct rbp_framecap *c,
+			int (*fn)(void *ctx, uint64_t arg, uint64_t hits), void *ctx);
 /* Copy at a hit when a random 32-bit number is below pick (UINT32_MAX: ~always, 0 never). */
 int rbp_framecap_set_pick(struct rbp_framecap *c, uint32_t pick);
+/* From now on the programs do nothing (no count, no copy), until closed. */
+int rbp_framecap_stop(struct rbp_framecap *c);
 /* Hand every pending record to fn (no waiting); fn returning nonzero stops and is returned. */
 int rbp_framecap_read(struct rbp_framecap *c,
 		      int (*fn)(void *ctx, const struct rbp_framecap_record *r), void *ctx);

@@ -11,9 +11,9 @@
 #include "util/err.h"
 
 int rbp_framecap_open(const struct rbp_framecap_layout *L, const uint8_t *arg_reg, size_t n_probes,
-		      struct rbp_framecap **out, char *why, size_t why_len)
+		      pid_t count_pid, struct rbp_framecap **out, char *why, size_t why_len)
 {
-	(void)L, (void)arg_reg, (void)n_probes;
+	(void)L, (void)arg_reg, (void)n_probes, (void)count_pid;
 	*out = NULL;
 	snprintf(why, why_len, "%s", rbp_strerror(RBP_ENOBPF));
 	return RBP_ENOBPF;
@@ -29,6 +29,26 @@ int rbp_framecap_set_threads(struct rbp_framecap *c, const pid_t *tids, const ui
 			     size_t n)
 {
 	(void)c, (void)tids, (void)threads, (void)n;
+	return RBP_ENOBPF;
+}
+
+int rbp_framecap_totals(const struct rbp_framecap *c, uint64_t *hits, uint64_t *uncounted)
+{
+	(void)c;
+	*hits = *uncounted = 0;
+	return RBP_ENOBPF;
+}
+
+int rbp_framecap_counts(const struct rbp_framecap *c,
+			int (*fn)(void *ctx, uint64_t arg, uint64_t hits), void *ctx)
+{
+	(void)c, (void)fn, (void)ctx;
+	return RBP_ENOBPF;
+}
+
+int rbp_framecap_stop(struct rbp_framecap *c)
+{
+	(void)c;
 	return RBP_ENOBPF;
 }
 

@@ -59,6 +59,8 @@ struct rbp_uprobes {
 	struct pollfd *pfds;             /* scratch for poll, one per thread */
 	size_t cap_pfds;
 	const int *bpf_fds;              /* per probe: program to attach (rbp_uprobes_set_bpf), or NULL */
+	int process;                     /* process mode: threads[0] holds the events, no ring */
+	size_t n_tasks;                  /* process mode: threads at the last refresh */
 	uint64_t samples, lost;
 };
 
@@ -102,7 +104,8 @@ static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
 
 static void close_thread(struct uthread *t, size_t n)
 {
-	rbp_perf_ring_unmap(&t->ring);
+	if (t->ring.base)
+		rbp_perf_ring_unmap(&t->ring);
 	for (size_t i = 0; t->fds && i < n; i++)
 		if (t->fds[i] >= 0)
 			close(t->fds[i]);
@@ -139,6 +142,8 @@ static int attach_thread(struct rbp_uprobes *u, pid_t tid, struct uthread *t)
 		if ((t->fds[i] = open_event(u, i, tid)) < 0 ||
 		    ioctl(t->fds[i], PERF_EVENT_IOC_ID, &t->ids[i]))
 			err = rbp_perf_errno(errno);
+		else if (u->process)
+			;   /* no ring: the program reports */
 		else if (i == 0)
 			err = map_ring(t);
 		else if (ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->fds[0]))
@@ -167,6 +172,11 @@ int rbp_uprobes_refresh(struct rbp_uprobes *u)
 
 	if ((err = rbp_task_list(u->pid, &tids, &n)))
 		return err;
+	if (u->process) {
+		free(tids);
+		u->n_tasks = n;
+		return n ? RBP_OK : RBP_ENOPROC;
+	}
 	for (size_t i = 0; i < u->n_threads; i++)
 		u->threads[i].seen = 0;
 	for (size_t i = 0; i < n && !err; i++) {
@@ -199,8 +209,8 @@ int rbp_uprobes_refresh(struct rbp_uprobes *u)
 	return err;
 }
 
-int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
-		     struct rbp_uprobes **out)
+static int open_any(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
+		    const int *prog_fds, struct rbp_uprobes **out)
 {
 	struct rbp_uprobes *u;
 	int err;
@@ -226,12 +236,36 @@ int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, u
 		rbp_uprobes_close(u);
 		return RBP_ENOUPROBE;
 	}
+	if (prog_fds) {
+		/* process mode: the main thread's events serve them all */
+		u->process = 1;
+		u->bpf_fds = prog_fds;
+		if ((err = rbp_grow(&u->threads, &u->cap_threads, 1, sizeof(*u->threads))) ||
+		    (err = attach_thread(u, pid, &u->threads[0]))) {
+			rbp_uprobes_close(u);
+			return err;
+		}
+		u->n_threads = 1;
+	}
 	if ((err = rbp_uprobes_refresh(u))) {
 		rbp_uprobes_close(u);
 		return err;
 	}
 	*out = u;
 	return RBP_OK;
+}
+
+int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
+		     struct rbp_uprobes **out)
+{
+	return open_any(pid, specs, n, period, NULL, out);
+}
+
+int rbp_uprobes_open_process(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n,
+			     const int *prog_fds, struct rbp_uprobes **out)
+{
+	*out = NULL;
+	return prog_fds ? open_any(pid, specs, n, 1, prog_fds, out) : RBP_EINVAL;
 }
 
 /* Decode one PERF_RECORD_SAMPLE (the fields in sample_type order). */
@@ -294,6 +328,8 @@ static int drain(struct rbp_uprobes *u, struct uthread *t,
 
 int rbp_uprobes_set_bpf(struct rbp_uprobes *u, const int *prog_fds)
 {
+	if (u->process)
+		return RBP_EINVAL;   /* set once, at open */
 	u->bpf_fds = prog_fds;
 	for (size_t i = 0; i < u->n_threads; i++)
 		for (size_t k = 0; k < u->n_specs; k++)
@@ -311,6 +347,13 @@ int rbp_uprobes_read(struct rbp_uprobes *u, uint64_t timeout_us,
 
 	if (rbp_grow(&u->pfds, &u->cap_pfds, u->n_threads + 1, sizeof(*u->pfds)))
 		return RBP_ENOMEM;
+	if (u->process) {
+		/* nothing to read: the program reports elsewhere; only the wait */
+		struct timespec ts = { (time_t)(timeout_us / 1000000),
+				       (long)(timeout_us % 1000000) * 1000 };
+		ppoll(NULL, 0, &ts, NULL);
+		return 0;
+	}
 	for (size_t i = 0; i < u->n_threads; i++)
 		u->pfds[i] = (struct pollfd){ .fd = u->threads[i].fds[0], .events = POLLIN };
 	/*
@@ -330,7 +373,7 @@ void rbp_uprobes_stats(const struct rbp_uprobes *u, struct rbp_uprobe_stats *out
 {
 	out->samples = u->samples;
 	out->lost = u->lost;
-	out->threads = u->n_threads;
+	out->threads = u->process ? u->n_tasks : u->n_threads;
 	out->events = u->n_threads * u->n_specs;
 }
 

@@ -10,6 +10,18 @@
  * probes share.  Threads started later are picked up by
  * rbp_uprobes_refresh().
  *
+ * Process mode (rbp_uprobes_open_process): one event per probe, on the
+ * process's main thread, with an eBPF program that does all the work.
+ * The kernel runs a uprobe event's handler, and so its program, for a hit
+ * by any thread sharing the event's task's memory (its filter compares
+ * the memory, not the thread), so one event serves every thread, now and
+ * later, at one program run per hit; with an event per thread each hit ran
+ * the handlers of all of them.  Closing an event unregisters its uprobe,
+ * which waits for RCU grace periods (about 0.1 s each on a loaded VM,
+ * under a global lock, so closing in parallel does not help): n_specs
+ * closes instead of n_specs x threads.  No samples, no rings: the program
+ * reports through its own maps (see framecap.h, count_pid).
+ *
  * Nothing outlives rbpeek: the events are file descriptors, so the kernel
  * removes the breakpoints when they are closed, including when rbpeek is
  * killed.  No global state (tracefs uprobe_events) is ever written.
@@ -41,7 +53,7 @@ struct rbp_uprobe_sample {
 struct rbp_uprobe_stats {
 	uint64_t samples;   /* samples read */
 	uint64_t lost;      /* samples the kernel dropped (ring buffer full) */
-	size_t threads;     /* threads probed now */
+	size_t threads;     /* threads probed now (process mode: the process's threads) */
 	size_t events;      /* perf events open now */
 };
 
@@ -57,6 +69,15 @@ int rbp_uprobe_available(void);
  */
 int rbp_uprobes_open(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n, uint64_t period,
 		     struct rbp_uprobes **out);
+/*
+ * Process mode (see above): one event per probe on pid's main thread,
+ * running prog_fds[i] (which must return 0: the events have no ring) at
+ * every hit of probe i by any thread of pid.  Errors as rbp_uprobes_open.
+ * rbp_uprobes_read only waits; rbp_uprobes_refresh checks that the process
+ * is still there (RBP_ENOPROC) and counts its threads.
+ */
+int rbp_uprobes_open_process(pid_t pid, const struct rbp_uprobe_spec *specs, size_t n,
+			     const int *prog_fds, struct rbp_uprobes **out);
 /*
  * Run eBPF program prog_fds[i] (a BPF_PROG_TYPE_KPROBE program, see
  * framecap.h) at every hit of probe i, in every thread probed now and

@@ -52,6 +52,7 @@ void rbp_alloc_count_free(struct rbp_alloc_count *c)
 	rbp_hmap_clear(&c->class_ids);
 	rbp_hmap_clear(&c->class_n);
 	rbp_hmap_clear(&c->row_index);
+	rbp_hmap_clear(&c->klass_n);
 	free(c->rows);
 	c->rows = NULL;
 	c->n_rows = c->cap_rows = 0;
@@ -106,12 +107,26 @@ static int count_row(struct rbp_alloc_count *c, uint32_t site, uint32_t cls)
 	return rbp_hmap_put(&c->row_index, key, c->n_rows);
 }
 
-static int count_class(struct rbp_alloc_count *c, uint32_t cls)
+static int count_class(struct rbp_alloc_count *c, uint32_t cls, uint64_t more)
 {
 	uint64_t n = 0;
 
 	rbp_hmap_get(&c->class_n, (uint64_t)cls + 1, &n);
-	return rbp_hmap_put(&c->class_n, (uint64_t)cls + 1, n + 1);
+	return rbp_hmap_put(&c->class_n, (uint64_t)cls + 1, n + more);
+}
+
+int rbp_alloc_count_class_total(struct rbp_alloc_count *c, uint64_t klass, uint64_t total)
+{
+	uint64_t key = klass ? klass : 1, before = 0;
+	uint32_t cls;
+	int err;
+
+	rbp_hmap_get(&c->klass_n, key, &before);
+	if (total <= before)
+		return RBP_OK;
+	if ((err = class_id(c, klass, &cls)) || (err = count_class(c, cls, total - before)))
+		return err;
+	return rbp_hmap_put(&c->klass_n, key, total);
 }
 
 /* The thread's name as record shows it: Ruby's name, else the OS one. */
@@ -192,7 +207,7 @@ int rbp_alloc_count_report(struct rbp_alloc_count *c, pid_t tid, uint64_t time_n
 	uint32_t cls;
 	int err;
 
-	if ((err = class_id(c, klass, &cls)) || (err = count_class(c, cls)))
+	if ((err = class_id(c, klass, &cls)) || (err = count_class(c, cls, 1)))
 		return err;
 	c->allocs++;
 	if (!read_stack)

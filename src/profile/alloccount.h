@@ -72,6 +72,8 @@ struct rbp_alloc_count {
 	double tokens;               /* stack reads allowed now */
 	uint64_t token_time;         /* when tokens were last refilled */
 	uint64_t age_sum, age_max;   /* ns from the allocation to its stack read */
+	struct rbp_hmap klass_n;     /* counted in the kernel: klass VALUE -> its total so far */
+	uint64_t uncounted;          /* ... allocations the kernel's map had no room for */
 };
 
 /* Count into p for process pid (c is zeroed first); free it with rbp_alloc_count_free(). */
@@ -92,6 +94,12 @@ void rbp_alloc_count_free(struct rbp_alloc_count *c);
  */
 int rbp_alloc_count_report(struct rbp_alloc_count *c, pid_t tid, uint64_t time_ns,
 			   uint64_t klass, int read_stack);
+/*
+ * Counted in the kernel (exact sites): klass has had total allocations so
+ * far (totals only grow); the class table takes the difference since the
+ * last call.  c->allocs is the caller's to set (the kernel's total of hits).
+ */
+int rbp_alloc_count_class_total(struct rbp_alloc_count *c, uint64_t klass, uint64_t total);
 /*
  * Frames the kernel copied at an allocation of class klass (exact sites),
  * decoded into a sample when a token is left.  truncated: the copy lost

@@ -108,7 +108,7 @@ static int setup_copies(struct rbp_allocwatch *w, size_t n)
 	rbp_vm_framecap_layout(w->vm, &L);
 	for (size_t i = 0; i < n; i++)
 		regs[i] = w->probes[i].klass_arg;
-	err = rbp_framecap_open(&L, regs, n, &w->cap, why, sizeof(why));
+	err = rbp_framecap_open(&L, regs, n, w->t->pid, &w->cap, why, sizeof(why));
 	for (size_t i = 0; !err && i < n; i++)
 		w->prog_fds[i] = rbp_framecap_prog_fd(w->cap, i);
 	if (!err && !(err = update_threads(w))) {
@@ -127,25 +127,56 @@ static int setup_copies(struct rbp_allocwatch *w, size_t n)
 }
 
 /*
- * The program on every uprobe event.  Should the kernel refuse, the
- * uprobes are reopened without it (a half-attached program must not
- * stay) and sites are approximate.
+ * Exact sites: one uprobe event per probe for the whole process, the
+ * program counting every allocation and copying some stacks (see
+ * uprobe.h, process mode).  Should the kernel refuse the program on the
+ * events, sites are approximate: per-thread uprobes reporting every
+ * allocation, as without eBPF.
  */
-static int attach_copies(struct rbp_allocwatch *w, size_t n)
+static int open_probes(struct rbp_allocwatch *w, size_t n)
 {
 	char why[512];
 	int err;
 
-	if (!w->cap || !(err = rbp_uprobes_set_bpf(w->u, w->prog_fds)))
-		return RBP_OK;
+	if (!w->cap)
+		return rbp_uprobes_open(w->t->pid, w->specs, n, 1, &w->u);
+	err = rbp_uprobes_open_process(w->t->pid, w->specs, n, w->prog_fds, &w->u);
+	if (err != RBP_EINVAL && err != RBP_EPERM)
+		return err;
 	snprintf(why, sizeof(why), "attaching the BPF program to the uprobes failed: %s",
 		 rbp_strerror(err));
 	approximate(w, err, why);
 	rbp_framecap_close(w->cap);
 	w->cap = NULL;
-	rbp_uprobes_close(w->u);
-	w->u = NULL;
 	return rbp_uprobes_open(w->t->pid, w->specs, n, 1, &w->u);
+}
+
+/* Exact sites: the kernel's total of allocations (c->allocs), cheap: every 100 ms. */
+static void sync_total(struct rbp_allocwatch *w)
+{
+	uint64_t hits, uncounted;
+
+	if (w->cap && !rbp_framecap_totals(w->cap, &hits, &uncounted)) {
+		w->c.allocs = hits;
+		w->c.uncounted = uncounted;
+	}
+}
+
+static int on_count(void *ctx, uint64_t klass, uint64_t n)
+{
+	return rbp_alloc_count_class_total(ctx, klass, n);
+}
+
+/* Exact sites: the kernel's counts per class into the class table (every second, and at the end). */
+static int sync_counts(struct rbp_allocwatch *w)
+{
+	int err;
+
+	if (!w->cap)
+		return RBP_OK;
+	sync_total(w);
+	err = rbp_framecap_counts(w->cap, on_count, &w->c);
+	return err == RBP_ENOMEM ? err : RBP_OK;
 }
 
 int rbp_allocwatch_open(struct rbp_target *t, struct rbp_vm *vm,
@@ -170,8 +201,7 @@ int rbp_allocwatch_open(struct rbp_target *t, struct rbp_vm *vm,
 	w->st.probes = n;
 	for (size_t i = 0; i < n; i++)
 		w->specs[i] = (struct rbp_uprobe_spec){ w->probes[i].path, w->probes[i].offset };
-	if ((err = setup_copies(w, n)) || (err = rbp_uprobes_open(t->pid, w->specs, n, 1, &w->u)) ||
-	    (err = attach_copies(w, n)))
+	if ((err = setup_copies(w, n)) || (err = open_probes(w, n)))
 		goto fail;
 	w->st.exact = w->cap != NULL;
 	w->st.copy_max_frames = RBP_FRAMECAP_MAX_FRAMES;
@@ -209,14 +239,15 @@ static int watch(struct rbp_allocwatch *w)
 			break;
 		}
 		rbp_alloc_refill(c, now);
-		uint64_t before = c->allocs;
+		uint64_t before = c->allocs + c->samples;
 		if ((err = rbp_uprobes_read(w->u, w->drain_us, on_sample, w)) ||
 		    (w->cap && (err = rbp_framecap_read(w->cap, on_copy, w))))
 			return err;
-		w->drain_us = c->allocs != before ? DRAIN_US :
+		w->drain_us = c->allocs + c->samples != before ? DRAIN_US :
 			      w->drain_us * 2 > DRAIN_IDLE_US ? DRAIN_IDLE_US : w->drain_us * 2;
 		now = now_ns();
 		if (now >= c->adapt_time + 100000000ull) {
+			sync_total(w);
 			uint32_t pick = rbp_alloc_adapt_pick(c, now);
 			if (w->cap && pick != w->cap_pick && !rbp_framecap_set_pick(w->cap, pick))
 				w->cap_pick = pick;
@@ -233,6 +264,8 @@ static int watch(struct rbp_allocwatch *w)
 			next_refresh = now + 200000000ull;
 		}
 		if (now >= next_progress) {
+			if ((err = sync_counts(w)))
+				return err;
 			w->st.elapsed_ns = now_ns() - start;
 			if (w->o.progress)
 				w->o.progress(w->o.ctx, w);
@@ -242,15 +275,29 @@ static int watch(struct rbp_allocwatch *w)
 	return RBP_OK;
 }
 
-/* The kernel's figures, then the probes out of the target. */
-static void finish(struct rbp_allocwatch *w)
+/* The probes out of the target, then the kernel's figures. */
+static int finish(struct rbp_allocwatch *w)
 {
 	struct rbp_uprobe_stats us;
+	int err;
 
 	rbp_uprobes_stats(w->u, &us);
 	w->st.lost = us.lost;
 	w->st.threads = us.threads;
+	w->st.events = us.events;
+	/*
+	 * The watch ends now, though the probes leave one after the other
+	 * (closing each waits for the kernel): stop the programs first, or
+	 * the last probes would count alone while the others go.
+	 */
+	if (w->cap)
+		rbp_framecap_stop(w->cap);
+	rbp_uprobes_close(w->u);   /* the probes leave the target before anything else */
+	w->u = NULL;
 	if (w->cap) {
+		rbp_framecap_read(w->cap, on_copy, w);   /* the last copies */
+		if ((err = sync_counts(w)))
+			return err;
 		struct rbp_framecap_stats cs;
 		rbp_framecap_stats(w->cap, &cs);
 		w->st.copies = cs.records;
@@ -258,10 +305,10 @@ static void finish(struct rbp_allocwatch *w)
 		w->st.bpf_runs = cs.runs;
 		w->st.bpf_run_ns = cs.run_ns;
 	}
-	rbp_uprobes_close(w->u);   /* the probes leave the target before anything else */
-	w->u = NULL;
+	w->st.uncounted = w->c.uncounted;
 	rbp_framecap_close(w->cap);
 	w->cap = NULL;
+	return RBP_OK;
 }
 
 int rbp_allocwatch_run(struct rbp_allocwatch *w)
@@ -284,8 +331,8 @@ int rbp_allocwatch_run(struct rbp_allocwatch *w)
 	err = watch(w);
 	w->st.elapsed_ns = now_ns() - start;
 	w->p->meta.duration_ns = w->st.elapsed_ns;
-	finish(w);
-	return err;
+	int ferr = finish(w);
+	return err ? err : ferr;
 }
 
 const struct rbp_alloc_status *rbp_allocwatch_status(const struct rbp_allocwatch *w)

@@ -5,8 +5,11 @@
  *
  * Mechanism: a uprobe (perf_event_open on the kernel's uprobe PMU, see
  * proc/uprobe.h) on each of Ruby's allocation entry points (see
- * ruby/alloc.h), in every thread.  Every call is reported, with the
- * argument registers, so the count per class is exact.  (Reporting only
+ * ruby/alloc.h).  Every call is counted by its class argument, so the
+ * count per class is exact: with exact sites by the eBPF program, in the
+ * kernel, on one event per probe for the whole process (uprobe.h, process
+ * mode; read every second and at the end); otherwise by rbpeek, from a
+ * report per call on per-thread events.  (Reporting only
  * every Nth call, which perf offers, aliases with loops: a loop making 3
  * Strings and 1 Array per round, sampled every 16th call, only ever shows
  * the same String; the cost is the breakpoint trap taken on every call
@@ -49,9 +52,12 @@ struct rbp_alloc_status {
 	/* the uprobes' reports (final figures once rbp_allocwatch_run returns) */
 	uint64_t lost;               /* reports the kernel dropped (ring full) */
 	size_t threads;              /* threads probed */
+	size_t events;               /* uprobe events (probes, or probes x threads without eBPF) */
 	/* exact sites: the kernel's copies */
 	int exact;                   /* 1: sites from frames copied in the kernel */
 	uint64_t copies, copies_lost;
+	uint64_t uncounted;          /* allocations of classes beyond the kernel's map (counted in
+				      * the total, not per class) */
 	int copy_max_frames;         /* frames a copy holds at most (deeper: outermost cut) */
 	uint64_t bpf_runs, bpf_run_ns;   /* the program's runs and time (opts.bpf_stats) */
 	int bpf_stats_err;           /* opts.bpf_stats asked, and the kernel refused */

@@ -221,19 +221,39 @@ void rbp_profile_view_free(struct rbp_profile *view)
 	view->n_samples = 0;
 }
 
+int rbp_profile_waiters(const struct rbp_profile *p, size_t n, uint8_t *waiter)
+{
+	uint64_t *seen = calloc(2 * (p->n_threads + 1), sizeof(*seen)), *worked;
+
+	if (!seen)
+		return RBP_ENOMEM;
+	worked = seen + p->n_threads + 1;
+	for (size_t i = 0; i < n && i < p->n_samples; i++) {
+		seen[p->samples[i].thread]++;
+		worked[p->samples[i].thread] +=
+			!!(p->sample_flags[i] & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU));
+	}
+	for (size_t t = 0; t < p->n_threads; t++)
+		waiter[t] = seen[t] < RBP_WAITER_MIN_SAMPLES ? !worked[t]
+			    : worked[t] * 100 <= seen[t] * RBP_WAITER_WORK_PCT;
+	free(seen);
+	return RBP_OK;
+}
+
 size_t rbp_profile_mark_idle_threads(struct rbp_profile *p)
 {
-	uint8_t *worked = calloc(p->n_threads + 1, 1);
+	uint8_t *waiter = calloc(p->n_threads + 1, 1);
 	size_t idle = 0;
 
-	for (size_t i = 0; worked && i < p->n_samples; i++)
-		if (p->sample_flags[i] & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU))
-			worked[p->samples[i].thread] = 1;
+	if (waiter && rbp_profile_waiters(p, p->n_samples, waiter)) {
+		free(waiter);
+		waiter = NULL;
+	}
 	for (size_t i = 0; i < p->n_samples; i++) {
-		if (worked && !worked[p->samples[i].thread])
+		if (waiter && waiter[p->samples[i].thread])
 			p->sample_flags[i] |= RBP_SAMPLE_IDLE;
 		idle += !!(p->sample_flags[i] & RBP_SAMPLE_IDLE);
 	}
-	free(worked);
+	free(waiter);
 	return idle;
 }

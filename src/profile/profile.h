@@ -145,11 +145,26 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
  */
 int rbp_waiting_for_work(const char *label, size_t depth, int is_main);
 /*
- * Flag RBP_SAMPLE_IDLE on every sample of the threads that never held the
- * GVL nor ran on a CPU in any of their samples: threads that only waited
- * (a pool's housekeeping thread in Kernel#sleep, a main thread in
- * Thread#join).  A thread that worked at least once keeps its waits (a
- * request's sleep).  Returns how many samples are flagged idle in all.
+ * The threads that only wait, judged from what they were doing over
+ * samples [0, n): a thread is a waiter when it held the GVL or ran on a
+ * CPU in at most RBP_WAITER_WORK_PCT % of its samples (never, below
+ * RBP_WAITER_MIN_SAMPLES samples).  A share, not "never", so that the
+ * choice is stable from run to run: a server's master blocked in
+ * IO#wait_readable that wakes now and then for a few microseconds is a
+ * waiter whether or not a sample caught one of its wake-ups.  waiter[i]
+ * (p->n_threads bytes) is set to 1 for those, 0 for the others.
+ */
+#define RBP_WAITER_WORK_PCT 2
+#define RBP_WAITER_MIN_SAMPLES 20
+int rbp_profile_waiters(const struct rbp_profile *p, size_t n, uint8_t *waiter);
+/*
+ * Flag RBP_SAMPLE_IDLE on every sample of the waiter threads (above):
+ * threads that (almost) only waited (a pool's housekeeping thread in
+ * Kernel#sleep, a main thread in Thread#join, a master in
+ * IO#wait_readable), their rare wake-ups included, so that such a thread
+ * is left out whole whether or not a sample caught it waking.  A thread
+ * that works keeps its waits (a request's sleep).  Returns how many
+ * samples are flagged idle in all.
  */
 size_t rbp_profile_mark_idle_threads(struct rbp_profile *p);
 /*

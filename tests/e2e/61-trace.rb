@@ -17,7 +17,7 @@ include E2E
 include TraceCheck
 
 host_names = SCENARIOS.map { |s| "trace/#{s}" } +
-             %w[trace/json trace/cli trace/cli-json trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/bounded trace/save-speed]
+             %w[trace/json trace/cli trace/cli-json trace/singleton-names trace/cli-devnull trace/cli-errors trace/kernel-unprivileged trace/api trace/gc-safety trace/bounded trace/save-speed]
 unless File.exist?(File.join(EXT, "rbpeek", "trace_ext.so"))
   host_names.each { |n| skip(n, "#{EXT}/rbpeek/trace_ext.so not built (make needs ruby-dev; a sanitizer run uses the plain build's, which make test builds first)") }
   exit 0
@@ -56,6 +56,26 @@ test("trace/cli-json") do
   if !main then fail("trace/cli-json", r.describe)
   elsif got.include?("Object#x{Array#map}") then ok("trace/cli-json")
   else fail("trace/cli-json", "tree #{got.inspect}, expected it to contain #{want}")
+  end
+end
+
+# Singleton methods of objects that are not classes are named after the
+# object as Ruby names it: ENV.fetch, main.helper, a top-level constant's
+# name, else the object's default to_s (not "#<Class:0x...>#fetch").
+test("trace/singleton-names") do
+  out = File.join(work, "names.json")
+  prog = "Conf = Object.new; def Conf.load = 1; o = Object.new; def o.bar = 2; def self.helper = 3; " \
+         "module M; def self.m = 4; end; def run(o) = [ENV.fetch('HOME'), Conf.load, o.bar, helper, M.m]; run(o)"
+  r = rbpeek("trace", "-o", out, "-f", "json", "--", RUBY, "-e", prog, timeout: 30, env: { "RBPEEK_TRACE_LIB" => EXT })
+  names = r.status&.zero? && File.exist?(out) ? JSON.parse(File.read(out))["traceEvents"].filter_map { |e| e["name"] }.uniq : []
+  want = ["ENV.fetch", "Conf.load", "main.helper", "M.m"]
+  missing = want - names
+  anon = names.grep(/\.bar\z/)
+  if !r.status&.zero? then fail("trace/singleton-names", r.describe)
+  elsif !missing.empty? || anon != anon.grep(/\A#<Object:0x\h+>\.bar\z/) || anon.empty?
+    fail("trace/singleton-names", "missing #{missing.inspect}, o.bar as #{anon.inspect}; names: #{names.grep(/fetch|load|bar|helper|\bm\z/).inspect}")
+  elsif (bad = names.grep(/#<Class:0x/)).any? then fail("trace/singleton-names", "unnamed singleton classes: #{bad.inspect}")
+  else ok("trace/singleton-names", (want + anon).join(", "))
   end
 end
 

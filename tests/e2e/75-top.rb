@@ -5,7 +5,9 @@
 # ~1/4, a thread "napper" sleeping).  Plain-text mode (stdout not a terminal) and the full
 # screen in a real terminal: tmux on its own socket, keys sent with
 # send-keys, the screen read with capture-pane.  Checked: header fields,
-# the hot function on top, each key (sort, per line, thread, pause),
+# the hot function on top, the napper's sleep hidden by default as idle
+# (its share said in the header) and shown by --idle or the key i, each
+# key (sort, per line, thread, pause, idle),
 # resize, and the terminal given back (cooked mode, main screen) after q,
 # Ctrl-C, SIGTERM and the target's exit; the target never left stopped.
 require_relative "lib/e2e"
@@ -62,16 +64,22 @@ check("top/text") do |probs|
       probs << "header lacks #{w.inspect}: #{head.lines[1].inspect}" unless head.lines[1].to_s.include?(w)
     end
     rows = rows_of(head)
-    top = rows.reject { |r| r[2] == "Kernel#sleep" }.first # the napper sleeps half the samples
+    top = rows.first
     hot_at = "#{HOTCOLD}:#{File.readlines(HOTCOLD).index { |l| l =~ /def hot/ } + 1}"
     probs << "hot function not first (at #{hot_at}): #{rows.first(3).inspect}" unless top && top[2] == "Object#hot" && top[3] == hot_at
-    sleep_row = rows.find { |r| r[2] == "Kernel#sleep" }
-    probs << "Kernel#sleep (the napper) not about half: #{sleep_row.inspect}" unless sleep_row && (30..70).cover?(sleep_row[0])
+    # the napper only sleeps: idle, hidden by default, its share said
+    probs << "the napper's Kernel#sleep shown by default: #{rows.first(4).inspect}" if rows.any? { |r| r[2] == "Kernel#sleep" }
+    idle = head[/^idle: ([\d.]+)% of the window's samples are threads waiting for work, hidden \(--idle shows them\)$/, 1]
+    probs << "no idle line saying the hidden share: #{head.lines.first(5).inspect}" unless idle && (30..70).cover?(idle.to_f)
     cold = rows.find { |r| r[2] == "Object#cold" }
     probs << "Object#cold missing or hotter than hot: #{rows.first(5).inspect}" unless cold && top && cold[0] < top[0]
     probs << "stderr does not explain the text mode: #{res.stderr.inspect}" unless res.stderr.include?("not a terminal")
+    res = R.rec("top", "--pid", s.pid, "-n", "1", "--delay", "0.7", "--idle", timeout: 15)
+    sleep_row = rows_of(res.stdout).find { |r| r[2] == "Kernel#sleep" }
+    probs << "--idle: Kernel#sleep (the napper) not about half: #{sleep_row.inspect}" unless sleep_row && (30..70).cover?(sleep_row[0])
+    probs << "--idle: the idle line does not say shown: #{res.stdout.lines.first(5).inspect}" unless res.stdout.include?("waiting for work, shown")
     (p = s.running_problem) && probs << p
-    "hot #{top&.first}% self, cold #{cold&.first}%"
+    "hot #{top&.first}% self, cold #{cold&.first}%, idle #{idle}% hidden, #{sleep_row&.first}% with --idle"
   end
 end
 
@@ -109,7 +117,7 @@ check("top/one-row-per-function") do |probs|
   E2E.register_pid(pid)
   t0 = Time.now
   sleep 0.05 until File.exist?(ready) || Time.now - t0 > 20
-  res = R.rec("top", "--pid", pid, "-n", "1", "--delay", "0.7", timeout: 15)
+  res = R.rec("top", "--pid", pid, "-n", "1", "--delay", "0.7", "--idle", timeout: 15)
   rows = rows_of(res.stdout)
   sleeps = rows.select { |r| r[2] == "Kernel#sleep" }
   E2E.kill_pid(pid)
@@ -157,9 +165,14 @@ check("top/tmux-keys") do |probs|
       probs << "first line: #{lines.first.inspect}" unless lines.first =~ /\Arbpeek top: pid #{s.pid} \(ruby [\d.]+\) .*twothreads\.rb/
       probs << "header: #{lines[1].inspect}" unless lines[1] =~ /s at 100 Hz, \d+ samples, [\d.]+% errors, GVL \d+%, on CPU \d+%, 2 threads/
       probs << "no key help on the last line" unless scr.rstrip.lines.last.start_with?("keys:")
-      top = rows_of(scr).reject { |r| r[2] == "Kernel#sleep" }.first
+      top = rows_of(scr).first
       probs << "hot not on top: #{rows_of(scr).first(3).inspect}" unless top && top[2] == "Object#hot"
-      probs << "no Kernel#sleep row (the napper thread)" unless rows_of(scr).any? { |r| r[2] == "Kernel#sleep" }
+      probs << "the napper's Kernel#sleep shown by default" if rows_of(scr).any? { |r| r[2] == "Kernel#sleep" }
+      probs << "no idle line with the key" unless scr =~ /^idle: [\d.]+% .* hidden \(i shows them\)/
+      probs << "the key line lacks i" unless scr.rstrip.lines.last.include?("i idle")
+      t.keys("i")
+      scr = t.wait_for(/shown \(i hides them\).*Kernel#sleep/m)
+      probs << "i: no Kernel#sleep row (the napper thread)" unless rows_of(scr).any? { |r| r[2] == "Kernel#sleep" }
 
       t.keys("l")
       t.wait_for(/view: by line/)

@@ -27,6 +27,8 @@
 #include "proc/uprobe.h"
 #include "util/err.h"
 
+#include <pthread.h>
+
 #define CALLS 400
 #define CFP_SIZE 56
 #define CFP_EP 32
@@ -142,7 +144,7 @@ static void run(const struct rbp_uprobe_spec *spec, uint32_t pick, struct seen *
 	if ((pid = fork()) == 0)
 		child();
 	sn->pid = pid;
-	int err = rbp_framecap_open(&L, arg_reg, 1, &c, why, sizeof(why));
+	int err = rbp_framecap_open(&L, arg_reg, 1, 0, &c, why, sizeof(why));
 	if (err)
 		fprintf(stderr, "framecap: %s\n", why);
 	CHECK_EQ_INT(err, RBP_OK);
@@ -166,6 +168,101 @@ static void run(const struct rbp_uprobe_spec *spec, uint32_t pick, struct seen *
 		struct rbp_framecap_stats cs;
 		rbp_framecap_stats(c, &cs);
 		sn->lost = (long)cs.lost;
+	}
+	rbp_uprobes_close(u);
+	rbp_framecap_close(c);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(go_fd[0]), close(go_fd[1]);
+}
+
+/* ---- counting: one event for the whole process ------------------------- */
+
+#define COUNT_THREADS 3   /* beside the main thread, each calling with its own argument */
+
+static void *count_thread(void *arg)
+{
+	for (long i = 0; i < CALLS; i++)
+		sink += probe_me((long)(intptr_t)arg, 0, 0);
+	return NULL;
+}
+
+/* The child: on "go", COUNT_THREADS threads and the main thread call probe_me CALLS times. */
+static void count_child(void)
+{
+	pthread_t t[COUNT_THREADS];
+	char c;
+
+	if (read(go_fd[0], &c, 1) != 1)
+		_exit(1);
+	for (long k = 0; k < COUNT_THREADS; k++)
+		pthread_create(&t[k], NULL, count_thread, (void *)(intptr_t)(k + 1));
+	count_thread((void *)(intptr_t)100);
+	for (int k = 0; k < COUNT_THREADS; k++)
+		pthread_join(t[k], NULL);
+	pause();
+	_exit(0);
+}
+
+struct counted {
+	uint64_t per[COUNT_THREADS + 1], other;
+};
+
+static int on_count(void *ctx, uint64_t arg, uint64_t n)
+{
+	struct counted *ct = ctx;
+
+	if (arg >= 1 && arg <= COUNT_THREADS)
+		ct->per[arg - 1] += n;
+	else if (arg == 100)
+		ct->per[COUNT_THREADS] += n;
+	else
+		ct->other += n;
+	return 0;
+}
+
+static void run_counting(const struct rbp_uprobe_spec *spec)
+{
+	static const struct rbp_framecap_layout L = {
+		.thread_ec = 16, .ec_vm_stack = 0, .ec_vm_stack_size = 8, .ec_cfp = 16,
+		.cfp_size = CFP_SIZE, .cfp_ep = CFP_EP,
+	};
+	static const uint8_t arg_reg[1] = { 0 };
+	struct rbp_framecap *c = NULL;
+	struct rbp_uprobes *u = NULL;
+	struct counted ct = { { 0 }, 0 };
+	uint64_t hits = 0, uncounted = 0;
+	char why[512];
+	pid_t pid;
+
+	if (pipe(go_fd))
+		return;
+	if ((pid = fork()) == 0)
+		count_child();
+	int err = rbp_framecap_open(&L, arg_reg, 1, pid, &c, why, sizeof(why));
+	if (err)
+		fprintf(stderr, "framecap: %s\n", why);
+	CHECK_EQ_INT(err, RBP_OK);
+	if (c) {
+		int fd = rbp_framecap_prog_fd(c, 0);
+		CHECK_EQ_INT(rbp_uprobes_open_process(pid, spec, 1, &fd, &u), RBP_OK);
+	}
+	if (c && u) {
+		struct rbp_uprobe_stats us;
+		rbp_uprobes_stats(u, &us);
+		CHECK_EQ_INT((int)us.events, 1);   /* one event, whatever the threads */
+		CHECK(write(go_fd[1], "g", 1) == 1);
+		for (int i = 0; i < 500 && hits < (COUNT_THREADS + 1) * CALLS; i++) {
+			usleep(10000);
+			CHECK_EQ_INT(rbp_framecap_totals(c, &hits, &uncounted), RBP_OK);
+		}
+		CHECK_EQ_INT(rbp_framecap_stop(c), RBP_OK);
+		CHECK_EQ_INT(rbp_framecap_counts(c, on_count, &ct), RBP_OK);
+		CHECK_EQ_INT((long)hits, (COUNT_THREADS + 1) * CALLS);
+		CHECK_EQ_INT((long)uncounted, 0);
+		for (int k = 0; k <= COUNT_THREADS; k++)
+			CHECK_EQ_INT((long)ct.per[k], CALLS);   /* every thread's calls, by argument */
+		CHECK_EQ_INT((long)ct.other, 0);
 	}
 	rbp_uprobes_close(u);
 	rbp_framecap_close(c);
@@ -210,6 +307,9 @@ int main(void)
 		CHECK_EQ_INT(sn.uprobe_samples, CALLS);
 		CHECK(sn.records > CALLS / 8 && sn.records < CALLS / 2);
 		CHECK_EQ_INT(sn.bad_pc + sn.bad_shape + sn.bad_env, 0);
+	}
+	TEST("counting: one event for the process counts every thread's calls, by argument") {
+		run_counting(&spec);
 	}
 	return harness_report();
 }

@@ -54,5 +54,27 @@ int main(void)
 		rbp_profile_view_free(&v);
 	}
 	rbp_profile_free(&p);
+	if (rbp_profile_init(&p))
+		return 1;
+	TEST("a master that woke in 1 of 100 samples is a waiter, wake-up included; a 10 % worker is not") {
+		uint32_t m, w;
+		CHECK(rbp_profile_frame(&p, "IO#wait_readable", "<cfunc>", 0, 0, RBP_PFRAME_CFUNC, &f) == 0);
+		CHECK(rbp_profile_child(&p, 0, f, &node) == 0);
+		CHECK(rbp_profile_thread(&p, 1, 1, "master", &m) == 0);
+		CHECK(rbp_profile_thread(&p, 1, 2, "worker", &w) == 0);
+		for (int i = 0; i < 100; i++) {
+			/* the master caught once at its wake-up (the old rule: never idle then) */
+			CHECK(rbp_profile_add(&p, (uint64_t)i, m, node, i == 50 ? RBP_SAMPLE_GVL : 0) == 0);
+			CHECK(rbp_profile_add(&p, (uint64_t)i, w, node, i % 10 ? 0 : RBP_SAMPLE_ONCPU) == 0);
+		}
+		uint8_t waiter[2] = { 9, 9 };
+		CHECK(rbp_profile_waiters(&p, p.n_samples, waiter) == 0);
+		CHECK(waiter[m] == 1 && waiter[w] == 0);
+		CHECK(rbp_profile_mark_idle_threads(&p) == 100);   /* the master whole */
+		CHECK(p.sample_flags[100] & RBP_SAMPLE_IDLE);      /* its wake-up (sample 2 x 50) too */
+		for (size_t i = 1; i < p.n_samples; i += 2)
+			CHECK(!(p.sample_flags[i] & RBP_SAMPLE_IDLE));   /* the worker's waits are work */
+	}
+	rbp_profile_free(&p);
 	return harness_report();
 }

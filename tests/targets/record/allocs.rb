@@ -11,6 +11,12 @@
 #                           next one runs: a stack read a millisecond late
 #                           still finds the method that allocated
 #
+#   ruby allocs.rb threaded tight, in a thread of its own, beside 11 threads
+#                           that only sleep (a puma worker's pool and reactor)
+#
+# IDLE_THREADS=N starts N more threads that only sleep, before the target
+# says it is ready.
+#
 # SIGUSR1 writes the number of rounds so far to "<RBPEEK_READY>.rounds":
 # the test and the benchmark measure the target's speed with it.
 require_relative "ready"
@@ -55,7 +61,18 @@ if (ready = ENV["RBPEEK_READY"])
     File.rename("#{ready}.rounds.tmp", "#{ready}.rounds")
   end
 end
+idle = Integer(ENV.fetch("IDLE_THREADS", ARGV[0] == "threaded" ? "11" : "0"))
+idle.times { Thread.new { sleep } }
+def tight
+  loop do
+    strings(1)
+    arrays(1)
+    points(1)
+    $rounds += 1
+  end
+end
 RecordTarget.ready!
+Thread.new { tight }.join if ARGV[0] == "threaded"
 if ARGV[0] == "phased"
   loop do
     phase(:strings)
@@ -64,9 +81,4 @@ if ARGV[0] == "phased"
     $rounds += 1
   end
 end
-loop do
-  strings(1)
-  arrays(1)
-  points(1)
-  $rounds += 1
-end
+tight

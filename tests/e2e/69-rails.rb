@@ -1,0 +1,215 @@
+# frozen_string_literal: true
+# e2e-timeout: 420 (Rails boots in 3-10 s per server on a loaded machine; four servers)
+#
+# 69-rails.rb - the field test: a Rails application from Debian's packages
+# (ruby-rails 6.1, ruby-sqlite3; tests/targets/rails/app.rb, one file, a
+# Post model in SQLite, a JSON index and a rendered show) under puma in
+# cluster mode (2 workers x 4 threads), with bounded loopback load from wrk
+# (or curl), as a Rails developer would run rbpeek on it:
+#   - rails/record-idle: record --subprocesses on the master, twice: the
+#     requests (PostsController) are there and the master, which only waits
+#     in Puma::Cluster#run -> IO#wait_readable, is left out as idle in both
+#     runs (it once kept all its samples: 12.5 % of a profile);
+#   - rails/top-idle: top --subprocesses hides the pool waits by default
+#     (Kernel#sleep, Mutex#sleep, IO.select, Thread#join, Queue#pop,
+#     NIO::Selector#select were ~70-88 % of the table), says their share,
+#     and the app's own rows come first;
+#   - rails/alloc: alloc on a worker (13 threads): the class counts have
+#     the app's Posts, one uprobe event per probe (not per probe and
+#     thread: 91 closes of ~0.1 s each before), and lost stack copies, if
+#     any, are said with what they mean;
+#   - rails/trace-names: rbpeek trace of the app serving requests in
+#     process names ENV.fetch so (not #<Class:0x...>#fetch).
+# Each is skipped, with the reason, when a package is missing.
+require "json"
+require "socket"
+require "timeout"
+require_relative "lib/e2e"
+require_relative "lib/record"
+require_relative "lib/trace_check"
+include E2E
+
+R = Record
+APP_DIR = File.join(TARGETS, "rails")
+names = %w[rails/record-idle rails/top-idle rails/alloc rails/trace-names]
+exit 0 if skip_unless_tracing(names)
+unless system("ruby", "-e", "require 'rails'; require 'sqlite3'", out: File::NULL, err: File::NULL) &&
+       system("command -v puma >/dev/null 2>&1")
+  names.each { |n| skip(n, "needs ruby-rails, ruby-sqlite3 and puma (Debian packages; tools/install-deps.sh)") }
+  exit 0
+end
+
+WAITS = ["Kernel#sleep", "Thread::Mutex#sleep", "IO.select", "Thread#join", "Thread::Queue#pop",
+         "NIO::Selector#select", "Thread::ConditionVariable#wait"].freeze
+
+def free_port
+  s = TCPServer.new("127.0.0.1", 0)
+  s.addr[1]
+ensure
+  s&.close
+end
+
+def get(port, path)
+  TCPSocket.open("127.0.0.1", port) do |s|
+    s.write("GET #{path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    s.read.to_s
+  end
+rescue SystemCallError
+  ""
+end
+
+# puma in cluster mode on the app, in its own process group; yields the
+# master's pid and port once /posts answers; killed with its group after.
+def with_rails
+  port = free_port
+  log = R.tmp("rails.log")
+  db = R.tmp("rails.sqlite3")
+  pid = Process.spawn({ "RAILS_DB" => db }, "puma", "-w", "2", "-t", "4:4", "-b", "tcp://127.0.0.1:#{port}", "config.ru",
+                      chdir: APP_DIR, in: "/dev/null", out: log, err: %i[child out], pgroup: true)
+  E2E.register_pid(pid)
+  deadline = R.mono + 90
+  until get(port, "/posts").start_with?("HTTP/1.1 200", "HTTP/1.0 200")
+    raise "puma exited: #{File.read(log)[-800..]}" if Process.waitpid(pid, Process::WNOHANG)
+    raise "Rails not answering after 90 s: #{File.read(log)[-800..]}" if R.mono > deadline
+
+    sleep 0.3
+  end
+  deadline = R.mono + 30
+  sleep 0.2 until R.children_of(pid).size >= 2 || R.mono > deadline
+  yield pid, port
+ensure
+  if pid
+    begin
+      Process.kill("TERM", -pid)
+      Timeout.timeout(10) { Process.wait(pid) }
+    rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
+      Process.kill("KILL", -pid) rescue nil
+      Process.wait(pid) rescue nil
+    end
+  end
+end
+
+# Loopback load for at most `seconds` (wrk, else curl in a loop), killed when the block ends.
+def with_load(port, seconds)
+  url = "http://127.0.0.1:#{port}/posts"
+  argv = if system("command -v wrk >/dev/null 2>&1") then ["wrk", "-t2", "-c4", "-d#{seconds}s", url]
+         else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
+         end
+  lpid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
+  E2E.register_pid(lpid)
+  sleep 0.5
+  yield
+ensure
+  if lpid
+    Process.kill("KILL", -lpid) rescue nil
+    Process.wait(lpid) rescue nil
+  end
+end
+
+# The rows of top's plain-text table: [% self, function].
+def top_rows(text)
+  text.lines.filter_map do |l|
+    m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
+    [m[1].to_f, m[3]]
+  end
+end
+
+check("rails/record-idle") do |probs|
+  notes = []
+  with_rails do |master, port|
+    workers = R.children_of(master)
+    with_load(port, 30) do
+      2.times do |run|
+        out = R.tmp("rails-#{run}.folded")
+        res = R.rec("record", "--subprocesses", "-d", "3", "-f", "collapsed", "-o", out, "--pid", master, timeout: 40)
+        next probs << "run #{run + 1}: record: #{res.describe}" unless res.status&.zero?
+
+        procs = R.by_process(R.read_collapsed(out))
+        idle = R.stderr_of(res)[/(\d+) of (\d+) samples \((\d+)%\) were threads waiting for work/]
+        probs << "run #{run + 1}: the master #{master} kept samples (#{procs[master]&.last&.tally&.max_by { |_, n| n }&.first}...): not idle" if procs.key?(master)
+        probs << "run #{run + 1}: no request (PostsController#index) in the workers #{workers.inspect}" unless procs.any? { |pid, (_, labels)| workers.include?(pid) && labels.include?("PostsController#index") }
+        probs << "run #{run + 1}: the share of idle samples left out is not said" unless idle
+        notes << "run #{run + 1}: #{idle}"
+      end
+    end
+  end
+  notes.join("; ")
+end
+
+check("rails/top-idle") do |probs|
+  with_rails do |master, port|
+    with_load(port, 30) do
+      res = R.rec("top", "--pid", master, "--subprocesses", "-n", "2", "--delay", "1.5", timeout: 40)
+      next probs << "top: #{res.describe}" unless res.status&.zero?
+
+      table = res.stdout.split(/^(?=rbpeek top: )/).last.to_s
+      rows = top_rows(table)
+      idle = table[/^idle: ([\d.]+)% of the window's samples are threads waiting for work, hidden/, 1]
+      probs << "no idle line saying the hidden share: #{table.lines.first(5).inspect}" unless idle && idle.to_f.positive?
+      # a wait row may remain from a thread caught waking (holding the GVL
+      # or on a CPU in it: work), a few % at most
+      waits = rows.select { |_, f| WAITS.include?(f) }
+      probs << "pool waits shown by default: #{waits.first(4).inspect}" if waits.sum { |p, _| p } > 5
+      probs << "a pool wait is the first row: #{rows.first(3).inspect}" if rows.first && WAITS.include?(rows.first[1])
+      probs << "no rows" if rows.empty?
+      app = rows.index { |_, f| f =~ /\A(PostsController|Post[#.]|ActiveRecord|ActionController|ActionDispatch|ActiveSupport|Rack|Puma|SQLite3|IO#|JSON|ActionView|Class#new|\(GC)/ }
+      probs << "the app's first row is not near the top: #{rows.first(6).inspect}" unless app && app < 10
+      res2 = R.rec("top", "--pid", master, "--subprocesses", "-n", "1", "--delay", "1", "--idle", timeout: 40)
+      shown = top_rows(res2.stdout).select { |_, f| WAITS.include?(f) }
+      probs << "--idle: the pool waits are not shown" if res2.status&.zero? && shown.empty?
+      "#{idle}% idle hidden; first rows #{rows.first(3).map { |p, f| "#{f} #{p}%" }.join(', ')}; with --idle: #{shown.first(2).map { |p, f| "#{f} #{p}%" }.join(', ')}"
+    end
+  end
+end
+
+check_uprobes = lambda do |name|
+  next true if Process.uid.zero? && File.exist?("/sys/bus/event_source/devices/uprobe/type")
+
+  skip(name, "needs root and the kernel's uprobe PMU")
+  false
+end
+
+if check_uprobes.call("rails/alloc")
+  check("rails/alloc") do |probs|
+    with_rails do |master, port|
+      worker = R.children_of(master).first
+      with_load(port, 30) do
+        t0 = R.mono
+        res = R.rec("alloc", "--pid", worker, "-d", "3", "-f", "summary", "-o", R.tmp("rails-alloc.txt"), timeout: 60)
+        wall = R.mono - t0
+        err = R.stderr_of(res)
+        next probs << "alloc: #{res.describe}" unless res.status&.zero?
+
+        classes = res.stdout.scan(/^\s+(\d+)\s+[\d.]+%\s+(\S.*)$/).to_h { |n, c| [c.strip, n.to_i] }
+        probs << "no Post allocations in the class table: #{classes.first(8).inspect}" unless classes["Post"].to_i.positive?
+        m = err.match(/(\d+) probes, (\d+) uprobe events, (\d+) threads/)
+        if !m
+          probs << "no 'N probes, N uprobe events, N threads': #{err[-500..]}"
+        elsif err.include?("sites exact") && m[1] != m[2]
+          probs << "#{m[2]} uprobe events for #{m[1]} probes and #{m[3]} threads: one per probe expected"
+        end
+        lost = err[/sites exact: .*?\(\d+ copies, (\d+) lost/, 1].to_i
+        probs << "#{lost} copies lost, no warning" if lost.positive? && !err.include?("stack copies (")
+        "#{m && m[0]}; #{err[/\d+ allocations \([\d.]+\/s\)/] || err[/\d+ allocations/]}; Post #{classes['Post']}; " \
+          "#{lost} copies lost; rbpeek's wall time #{format('%.1f', wall)} s for -d 3"
+      end
+    end
+  end
+end
+
+ext_so = File.join(TraceCheck::EXT, "rbpeek", "trace_ext.so")
+if !File.exist?(ext_so)
+  skip("rails/trace-names", "#{ext_so} not built (make needs ruby-dev)")
+else
+  check("rails/trace-names") do |probs|
+    out = R.tmp("rails-trace.json")
+    res = R.rec("trace", "-o", out, "-f", "json", "--buffer-size", "200000", "--", "ruby", "app.rb", "6",
+                timeout: 180, chdir: APP_DIR, env: { "RBPEEK_TRACE_LIB" => TraceCheck::EXT })
+    next probs << "trace: #{res.describe}" unless res.status&.zero? && File.exist?(out)
+
+    names = JSON.parse(File.read(out))["traceEvents"].filter_map { |e| e["name"] }.uniq
+    # (an anonymous class's methods are "#<Class:0x...>#name", as Ruby names them)
+    probs << "no ENV.fetch (the index reads ENV.fetch): #{names.grep(/fetch\z/).first(6).inspect}" unless names.include?("ENV.fetch")
+    "#{names.size} distinct names, #{names.grep(/\AENV\./).first(4).join(', ')}"
+  end
+end
