@@ -562,5 +562,7 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		vm->info.symbols_method = "not found";
 	if ((err = rv_validate(vm, vm->info.layout_assumed)) == RBP_ELAYOUT)
 		rv_explain_result(vm, "does not fit: %s", vm->info.validation);
+	if (!err)
+		rv_check_objspace(vm);
 	return err;
 }

@@ -12,6 +12,8 @@
 #include "ruby/gc.h"
 #include "ruby/internal.h"
 
+#include <stdio.h>
+
 /*
  * 1 when the process runs a collector loaded from a library (3.4+ modular
  * GC, RUBY_GC_LIBRARY=name loads librubygc.name.so): its objspace is not
@@ -69,6 +71,26 @@ static int objspace(struct rbp_vm *vm, uint64_t *out)
 int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out)
 {
 	return objspace(vm, out);
+}
+
+void rv_check_objspace(struct rbp_vm *vm)
+{
+	static const char why[] = "rb_vm_t.objspace (what the layout names there is not an objspace)";
+	const char *validation = vm->info.validation;
+	uint64_t os;
+	int err = RBP_OK;
+
+	/* twice: a page array being reallocated can tear the first read */
+	for (int attempt = 0; attempt < 2; attempt++)
+		if ((err = objspace(vm, &os)) != RBP_ELAYOUT)
+			break;
+	vm->info.validation = validation;   /* the attach passed: it stays "" */
+	if (err != RBP_ELAYOUT)
+		return;
+	for (int f = RBP_FEAT_GC; f <= RBP_FEAT_HEAP; f++) {
+		vm->info.unavailable |= 1u << f;
+		snprintf(vm->feat_missing[f], sizeof(vm->feat_missing[f]), "%s", why);
+	}
 }
 
 /* Bytes of rb_objspace's head holding flags.mode and flags.during_gc; 0: unknown. */

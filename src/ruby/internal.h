@@ -221,6 +221,13 @@ int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
  * fields moved in this build); RBP_OK when the layout has no heap pages.
  */
 int rv_objspace_check(struct rbp_vm *vm, uint64_t os);
+/*
+ * At attach, once the stacks validated (gc.c): when what the layout names
+ * as the collector's objspace does not read as one (a table whose objspace
+ * moved in this build), the gc and heap features are unavailable, named in
+ * vm->info like a DWARF layout's missing fields.
+ */
+void rv_check_objspace(struct rbp_vm *vm);
 /* Note a layout source tried (vm->explain); the last one's result is
  * rv_explain_result()'s to change.  Returns the entry, NULL when full. */
 struct rbp_layout_attempt *rv_explain(struct rbp_vm *vm, const char *source, const char *where,

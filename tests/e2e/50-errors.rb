@@ -5,13 +5,17 @@
 # (never a crash), not Ruby (5), permission denied (4, with the fixes named),
 # an unsupported Ruby version (6), a "Ruby" without a VM (7), and a target
 # already traced by another tracer (strace): the same diagnosis, exit 4,
-# from snapshot and from a blocking record.
+# from snapshot and from a blocking record.  errors/inspect-explains: inspect
+# on the refused "Ruby 9.9.0" lists the layout sources tried and what each
+# gave (text and --json), with the refusal's exit code.
+require "json"
 require "tmpdir"
 require_relative "lib/e2e"
 include E2E
 
 names = %w[errors/no-such-pid errors/zombie errors/exits-right-away errors/not-ruby
-           errors/permission-denied errors/unsupported-version errors/vm-not-found errors/already-traced]
+           errors/permission-denied errors/unsupported-version errors/vm-not-found errors/already-traced
+           errors/inspect-explains]
 exit 0 if skip_without_rbpeek(names)
 
 def expect_exit(name, args, code, mentions: [])
@@ -146,6 +150,28 @@ test("errors/unsupported-version") do
   with_fake_ruby("9.9.0") do |pid|
     expect_exit("errors/unsupported-version", ["snapshot", "--pid", pid], 6,
                 mentions: ["9.9.0", RUBY_VERSION.split(".")[0, 2].join("."), "--force-version"])
+  end
+end
+
+test("errors/inspect-explains") do
+  with_fake_ruby("9.9.0") do |pid|
+    t = rbpeek("inspect", "--pid", pid)
+    j = rbpeek("inspect", "--pid", pid, "--json")
+    problems = []
+    problems << "inspect: exit #{t.status.inspect}, expected 6" unless t.status == 6
+    problems << "inspect --json: exit #{j.status.inspect}, expected 6" unless j.status == 6
+    problems << "no DWARF source tried: #{t.stdout.inspect}" unless t.stdout =~ /^  dwarf \S+: no DWARF debug information$/
+    problems << "no older table tried: #{t.stdout.inspect}" unless
+      t.stdout =~ /^  nearest older table [0-9.]+: does not fit: there is no VM to check it against yet/
+    begin
+      info = JSON.parse(j.stdout)
+      sources = info["layouts_tried"].map { |a| a["source"] }
+      problems << "--json sources #{sources.inspect}" unless sources == ["dwarf", "nearest older table"]
+      problems << "--json ruby_version #{info['ruby_version'].inspect}" unless info["ruby_version"] == "9.9.0"
+    rescue JSON::ParserError, NoMethodError => e
+      problems << "inspect --json: #{e.message}: #{j.stdout[0, 200].inspect}"
+    end
+    report("errors/inspect-explains", problems, t.stdout[/^  nearest older table.*$/]&.strip)
   end
 end
 

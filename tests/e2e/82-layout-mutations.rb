@@ -23,7 +23,8 @@
 #                    with exit 6 naming what did not fit, never "try again" and
 #                    never a wrong stack; where the stacks' structures did not
 #                    move (mut-gcobjspace) the snapshot is exact and heap is
-#                    refused (exit 6) naming the objspace
+#                    refused (exit 6) naming the objspace (checked at attach:
+#                    gc and heap unavailable, as with a DWARF lacking it)
 #   inspect          inspect (text and --json) on the stripped one lists the
 #                    layouts tried and what did not fit, with the same exit
 require_relative "lib/e2e"
