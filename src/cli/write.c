@@ -299,7 +299,7 @@ static int write_outputs_fn(void *arg)
 	const struct rbp_profile *p = j->p;
 	struct rbp_profile view;
 	size_t hidden = 0;
-	char dir[4096], raw_path[8192], outbuf[4096];
+	char dir[4096], raw_path[8192], outbuf[4096], alt[512];
 	struct rbp_output_opts oo = { .title = j->title };
 	const char *output = j->output;
 	unsigned hide = j->hide;
@@ -320,8 +320,13 @@ static int write_outputs_fn(void *arg)
 		output = outbuf;
 	}
 	if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
+		size_t idle = 0;
 		oo.hide_idle = (j->hide & RBP_SAMPLE_IDLE) != 0;
 		hide &= ~(unsigned)RBP_SAMPLE_IDLE;
+		for (size_t i = 0; i < p->n_samples; i++)
+			idle += (p->sample_flags[i] & RBP_SAMPLE_IDLE) != 0;
+		if (idle)   /* the title of the other view, for the control to show */
+			oo.title_alt = cli_profile_title(p, idle, oo.hide_idle, alt, sizeof(alt));
 	}
 	if (hide && j->fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
 		if (rbp_profile_view_without(p, (uint8_t)hide, &view, &hidden)) {

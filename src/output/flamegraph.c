@@ -32,8 +32,11 @@
  *
  * In a browser the script fits the image to the window's width (again on
  * every resize: the 1200 px written are for viewers without scripts) and
- * scrolls to the bottom, where the root is.  A legend says what the
- * colours mean.
+ * its height to the stacks of the view shown (the deepest frame with
+ * samples in it: no empty band above the graph when the other idle view
+ * or another thread is deeper), and opens at the top: the title and the
+ * top of the stacks in view, the root below them (at once when the graph
+ * fits the window).  A legend says what the colours mean.
  *
  * Idle samples (RBP_SAMPLE_IDLE: threads waiting for work).  When the
  * profile has any, the graph is laid out for the view it opens on (idle
@@ -65,6 +68,8 @@
 #define FG_MIN_PERMILLE 1 /* frames narrower than 1/1000 of the samples are omitted */
 #define FG_HIGHLIGHT "rgb(230,0,230)"
 #define FG_MAX_THREADS 64 /* a thread filter for 2..64 threads with samples */
+#define FG_STR_(x) #x
+#define FG_STR(x) FG_STR_(x)
 
 /* One thread's inclusive samples in a frame, for the thread filter and the idle control. */
 struct fg_tc {
@@ -543,7 +548,8 @@ static const char fg_script[] =
 	"(function () {\n"
 	"'use strict';\n"
 	"var SVG = document.documentElement, W = +SVG.getAttribute('width');\n"
-	"var H = +SVG.getAttribute('height'), PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var H = +SVG.getAttribute('height'), H0 = H, PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var TOP = " FG_STR(FG_TOP) ", FH = " FG_STR(FG_FRAME_H) ", BOTTOM = " FG_STR(FG_BOTTOM) ";\n"
 	"var $ = function (id) { return document.getElementById(id); };\n"
 	"var F = [].map.call(document.querySelectorAll('#frames > g.f'), function (g) {\n"
 	"  var t = g.querySelector('title').textContent, r = g.querySelector('rect');\n"
@@ -611,6 +617,38 @@ static const char fg_script[] =
 	"    if (f.te.textContent !== f.title) f.te.textContent = f.title;\n"
 	"  });\n"
 	"  if ($('count')) $('count').textContent = count(total);\n"
+	"  fitHeight();\n"
+	"}\n"
+	"/* the image as tall as the stacks of the view shown: the frames and the\n"
+	"   lines under them move by the change (frames keep their depth's place\n"
+	"   above the bottom) */\n"
+	"var LOW = ['details', 'matched', 'footnote'].filter($).map(function (id) {\n"
+	"  return [$(id), +$(id).getAttribute('y')];\n"
+	"});\n"
+	"function fitHeight() {\n"
+	"  var d = 0;\n"
+	"  F.forEach(function (f) { if (f.w > 0 && f.d > d) d = f.d; });\n"
+	"  var h = Math.min(H0, TOP + (d + 1) * FH + BOTTOM), dy = h - H0;\n"
+	"  if (h === H) return;\n"
+	"  H = h;\n"
+	"  SVG.setAttribute('height', H);\n"
+	"  SVG.setAttribute('viewBox', '0 0 ' + W + ' ' + H);\n"
+	"  $('background').setAttribute('height', H);\n"
+	"  if (dy) $('frames').setAttribute('transform', 'translate(0,' + dy + ')');\n"
+	"  else $('frames').removeAttribute('transform');\n"
+	"  LOW.forEach(function (e) { e[0].setAttribute('y', e[1] + dy); });\n"
+	"}\n"
+	"/* the title of the view shown (the idle control switches between two) */\n"
+	"var TT = $('title'), TITLE0 = TT.querySelector('title').textContent;\n"
+	"var TITLE1 = TT.getAttribute('data-alt') || TITLE0;\n"
+	"function retitle() {\n"
+	"  var full = idle === IDLE0 ? TITLE0 : TITLE1, te = TT.querySelector('title');\n"
+	"  if (te.textContent !== full) te.textContent = full;\n"
+	"  var fitc = Math.floor((W - 2 * 120 - 6) / 10.4), chars = Array.from(full);\n"
+	"  var tn = TT.lastChild.nodeType === 3 ? TT.lastChild :\n"
+	"    TT.appendChild(document.createTextNode(''));\n"
+	"  tn.textContent = chars.length <= fitc ? full :\n"
+	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
 	"}\n"
 	"function option(v, text) {\n"
 	"  var o = document.createElementNS('http://www.w3.org/1999/xhtml', 'option');\n"
@@ -641,6 +679,7 @@ static const char fg_script[] =
 	"  if (!IB) return;\n"
 	"  idle = !!on;\n"
 	"  IB.textContent = (idle ? 'Hide' : 'Show') + IB.textContent.slice(4);\n"
+	"  retitle();\n"
 	"  if (sel) options();\n"
 	"  setFilter(filter);\n"
 	"}\n"
@@ -662,12 +701,7 @@ static const char fg_script[] =
 	"  ['title', 'subtitle', 'footnote'].forEach(function (id) {\n"
 	"    if ($(id)) $(id).setAttribute('x', (w / 2).toFixed(0));\n"
 	"  });\n"
-	"  var tt = $('title'), full = tt.querySelector('title').textContent;\n"
-	"  var fitc = Math.floor((w - 2 * 120 - 6) / 10.4), chars = Array.from(full);\n"
-	"  var tn = tt.lastChild.nodeType === 3 ? tt.lastChild :\n"
-	"    tt.appendChild(document.createTextNode(''));\n"
-	"  tn.textContent = chars.length <= fitc ? full :\n"
-	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
+	"  retitle();\n"
 	"  $('search').setAttribute('x', w - PAD - 100);\n"
 	"  $('matched').setAttribute('x', w - PAD);\n"
 	"  if ($('filter')) $('filter').setAttribute('x', w - PAD - 300);\n"
@@ -771,11 +805,19 @@ static const char fg_script[] =
 	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
 	"fit();\n"
 	"load();\n"
-	"/* the root is at the bottom: open there */\n"
-	"window.scrollTo(0, Math.max(0, H - (window.innerHeight || H)));\n"
+	"/* open on the top of the stacks: the highest frame shown just under the\n"
+	"   title (at the top of the image unless a zoom in the URL left less) */\n"
+	"(function () {\n"
+	"  var y = H;\n"
+	"  F.forEach(function (f) {\n"
+	"    if (!f.g.classList.contains('hide')) y = Math.min(y, +f.r.getAttribute('y') + H - H0);\n"
+	"  });\n"
+	"  window.scrollTo(0, Math.max(0, y - TOP));\n"
+	"})();\n"
 	"})();\n";
 
-static void fg_header(FILE *out, const struct fg_name *title, int height)
+static void fg_header(FILE *out, const struct fg_name *title, const struct fg_name *alt,
+		      int height)
 {
 	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -787,7 +829,13 @@ static void fg_header(FILE *out, const struct fg_name *title, int height)
 		"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
 		"<rect id=\"background\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
 		FG_WIDTH, height, FG_WIDTH, height, fg_style, FG_WIDTH, height);
-	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"><title>", FG_WIDTH / 2);
+	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"", FG_WIDTH / 2);
+	if (alt) {   /* the other idle view's title, for the control */
+		fputs(" data-alt=\"", out);
+		fg_xml(out, alt->s, strlen(alt->s));
+		putc('"', out);
+	}
+	fputs("><title>", out);
 	fg_xml(out, title->s, strlen(title->s));
 	fputs("</title>", out);
 	fg_label(out, title, (FG_WIDTH - 2 * 120) * FG_CHAR_W / 10.4);   /* room for the buttons */
@@ -941,13 +989,19 @@ static void fg_threads(const struct fg *g, FILE *out)
 
 static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
 {
-	struct fg_name title;
+	struct fg_name title, alt = { 0 };
 	int height = FG_TOP + (int)(g->max_depth + 1) * FG_FRAME_H + FG_BOTTOM;
+	int has_alt = g->n_idle && o && o->title_alt;
 
 	if (fg_sanitize(o && o->title ? o->title : "rbpeek flame graph", &title))
 		return RBP_ENOMEM;
-	fg_header(out, &title, height);
+	if (has_alt && fg_sanitize(o->title_alt, &alt)) {
+		free(title.s);
+		return RBP_ENOMEM;
+	}
+	fg_header(out, &title, has_alt ? &alt : NULL, height);
 	free(title.s);
+	free(alt.s);
 	fg_subtitle(g, out, height);
 	if (g->tc && g->per_thread)
 		fg_threads(g, out);

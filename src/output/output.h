@@ -22,6 +22,12 @@ struct rbp_output_opts {
 	 * given a view without them instead).
 	 */
 	int hide_idle;
+	/*
+	 * The title of the other idle view (idle samples shown when hide_idle,
+	 * else left out), for the flame graph's idle control to keep its title
+	 * true; NULL: the title is the same in both.
+	 */
+	const char *title_alt;
 };
 
 struct rbp_format {
