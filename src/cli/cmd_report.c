@@ -14,6 +14,7 @@
 
 static const char report_usage[] =
 	"usage: rbpeek report -i RAWFILE [-f FORMAT] [-o FILE]\n"
+	"       rbpeek report --diff BASE -i NEW [-f flamegraph|summary|pprof] [-o FILE]\n"
 	"\n"
 	"Convert a raw profile (written by every 'rbpeek record') to another format.\n"
 	"\n"
@@ -25,6 +26,11 @@ static const char report_usage[] =
 	"      --idle          keep the samples of threads waiting for work (as record\n"
 	"                      --idle; by default they are left out, as by record)\n"
 	"      --no-idle       the default\n"
+	"      --diff BASE     how -i NEW differs from the raw file BASE (a recording of the\n"
+	"                      same program): a differential flame graph on NEW's shape\n"
+	"                      (red: a frame's share of samples grew, blue: it shrank),\n"
+	"                      -f summary's table of the largest changes, or a pprof diff\n"
+	"                      (as go tool pprof -normalize -diff_base BASE NEW)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"formats:\n";
@@ -50,24 +56,28 @@ int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
+		{ "diff", required_argument, NULL, 'D' },
 		CLI_OPTS_OUTPUT,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_END
 	};
-	const char *input = NULL, *format = NULL, *output = NULL;
+	const char *input = NULL, *format = NULL, *output = NULL, *diff = NULL;
 	int c, err, rc, keep_idle = 0;
 	struct cli_parser cp = { .cmd = "report", .usage = report_usage, .formats = 1,
 		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format,
 		.idle = &keep_idle };
 	const struct rbp_format *fmt;
-	struct rbp_profile p;
+	struct rbp_profile p, base;
 	char outbuf[4096], title[512];
 	size_t idle;
 
 	while ((c = cli_getopt(argc, argv, &cp)) != -1) {
 		if (c == CLI_OPT_ERROR)
 			return EXIT_USAGE;
-		input = optarg;   /* -i FILE, report's only option of its own */
+		if (c == 'D')
+			diff = optarg;
+		else
+			input = optarg;   /* -i FILE */
 	}
 	if (cli_no_operands("report", argc, argv))
 		return EXIT_USAGE;
@@ -75,8 +85,12 @@ int cmd_report(int argc, char **argv)
 		return cli_usage_error("report", "give the raw file with -i FILE");
 	if ((rc = cli_pick_format("report", format, output, &fmt)))
 		return rc;
+	if (diff && (rc = cli_diff_load("report", diff, fmt, &base)))
+		return rc;
 	if ((err = rbp_raw_read(input, &p))) {
 		rbp_profile_free(&p);
+		if (diff)
+			rbp_profile_free(&base);
 		fprintf(stderr, "rbpeek: error: '%s': %s\n", input,
 			err == RBP_EIO ? "cannot open it" : rbp_strerror(err));
 		return EXIT_RAW;
@@ -86,6 +100,12 @@ int cmd_report(int argc, char **argv)
 		output = outbuf;
 	}
 	idle = rbp_profile_mark_idle_threads(&p);
+	if (diff) {
+		rc = cli_diff_write(&base, diff, &p, fmt, output, "", keep_idle, 1);
+		rbp_profile_free(&base);
+		rbp_profile_free(&p);
+		return rc;
+	}
 	if (idle == p.n_samples)
 		keep_idle = 1;   /* nothing but waiting: show it (as record does) */
 	cli_profile_title(&p, idle, keep_idle, title, sizeof(title));

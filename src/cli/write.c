@@ -290,6 +290,7 @@ struct outputs_job {
 	unsigned hide;        /* sample flags left out of fmt's output */
 	int silent;
 	const char *title;
+	const struct rbp_profile *diff;   /* fmt is written from this diff of p and a BASE */
 };
 
 static int write_outputs_fn(void *arg)
@@ -319,7 +320,11 @@ static int write_outputs_fn(void *arg)
 		cli_default_output(outbuf, sizeof(outbuf), "", (int)p->meta.pid, j->fmt->ext);
 		output = outbuf;
 	}
-	if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
+	if (j->diff) {   /* the diff's samples were chosen when it was made */
+		p = j->diff;
+		oo.diff = 1;
+		hide = 0;
+	} else if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
 		size_t idle = 0;
 		oo.hide_idle = (j->hide & RBP_SAMPLE_IDLE) != 0;
 		hide &= ~(unsigned)RBP_SAMPLE_IDLE;
@@ -354,7 +359,16 @@ int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
 		      const char *output, const char *raw, unsigned hide, int silent,
 		      const char *title)
 {
-	struct outputs_job j = { p, fmt, output, raw, hide, silent, title };
+	struct outputs_job j = { p, fmt, output, raw, hide, silent, title, NULL };
+
+	return cli_as_invoker(write_outputs_fn, &j);
+}
+
+int cli_write_outputs_diff(const struct rbp_profile *p, const struct rbp_profile *diff,
+			   const struct rbp_format *fmt, const char *output, const char *raw,
+			   int silent, const char *title)
+{
+	struct outputs_job j = { p, fmt, output, raw, 0, silent, title, diff };
 
 	return cli_as_invoker(write_outputs_fn, &j);
 }

@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "output/output.h"
+#include "profile/diff.h"
 #include "util/utf8.h"
 #include "util/err.h"
 
@@ -107,6 +108,12 @@ struct fg {
 	struct fg_tc *tc;
 	uint32_t *emit;
 	int per_thread;          /* tc holds one entry per thread (the filter), else one for all */
+	/* a differential flame graph (o->diff): NEW's shape, coloured by the
+	 * change of each frame's share from BASE to NEW */
+	int diff;
+	uint64_t *base;          /* per node: BASE's inclusive samples */
+	uint64_t base_total;
+	double scale;            /* the largest change of a drawn frame's share (a fraction) */
 };
 
 /* ---- text ----------------------------------------------------------------- */
@@ -235,13 +242,22 @@ static int fg_tree(struct fg *g)
 	g->order = malloc((n ? n : 1) * sizeof(*g->order));
 	if (!g->incl || !g->x || !g->first || !g->kids || !g->order)
 		return RBP_ENOMEM;
-	for (size_t i = 0; i < p->n_samples; i++)
+	for (size_t i = 0; i < p->n_samples && !g->diff; i++)
 		g->n_idle += fg_idle(p, i);
 	if (g->n_idle && !(g->alt = calloc(n, sizeof(*g->alt))))
+		return RBP_ENOMEM;
+	if (g->diff && !(g->base = calloc(n, sizeof(*g->base))))
 		return RBP_ENOMEM;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		if (p->samples[i].node >= n)
 			continue;
+		if (g->diff) {
+			if (p->sample_flags && (p->sample_flags[i] & RBP_SAMPLE_BASE))
+				g->base[p->samples[i].node]++;
+			else
+				g->incl[p->samples[i].node]++;
+			continue;
+		}
 		if (g->hide_idle && fg_idle(p, i))   /* in the other view only */
 			g->alt[p->samples[i].node]++;
 		else if (!g->hide_idle && fg_idle(p, i))
@@ -294,8 +310,11 @@ static void fg_inclusive(struct fg *g)
 		g->incl[g->p->nodes[n].parent] += g->incl[n];
 		if (g->alt)
 			g->alt[g->p->nodes[n].parent] += g->alt[n];
+		if (g->base)
+			g->base[g->p->nodes[n].parent] += g->base[n];
 	}
 	g->total = g->p->n_nodes ? g->incl[0] : 0;
+	g->base_total = g->base && g->p->n_nodes ? g->base[0] : 0;
 	g->alt_total = g->alt ? g->alt[0] : 0;
 	for (size_t i = 1; i < g->n_order; i++)
 		g->omitted += g->incl[g->order[i]] && !fg_shown(g, g->order[i]);
@@ -316,7 +335,7 @@ static int fg_thread_counts(struct fg *g)
 	uint64_t *tmp = NULL, *tmpi = NULL;
 	int err = RBP_ENOMEM;
 
-	g->per_thread = nt >= 2 && nt <= FG_MAX_THREADS;
+	g->per_thread = !g->diff && nt >= 2 && nt <= FG_MAX_THREADS;
 	if (!n || (!g->per_thread && !g->n_idle))
 		return RBP_OK;
 	if (g->per_thread) {
@@ -491,7 +510,34 @@ static void fg_layout(struct fg *g)
 
 /* Warm for Ruby, blue for C methods, green for GC, violet for native functions
  * (--native), grey for thread/process roots; hashed from the label. */
-static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
+/* The change of node's share from BASE to NEW, a fraction (+0.1: 10 points more). */
+static double fg_change(const struct fg *g, uint32_t node)
+{
+	double now = g->total ? (double)g->incl[node] / (double)g->total : 0;
+	double was = g->base_total ? (double)g->base[node] / (double)g->base_total : 0;
+
+	return now - was;
+}
+
+/* Red for a share that grew, blue for one that shrank, by the change over
+ * the scale (the largest change drawn); near white for none. */
+static void fg_diff_colour(double change, double scale, char buf[32])
+{
+	double k = scale > 0 ? change / scale : 0;
+	int v;
+
+	if (k > 1)
+		k = 1;
+	if (k < -1)
+		k = -1;
+	v = (int)(225.0 * (1 - (k < 0 ? -k : k)) + 0.5);
+	if (k >= 0)
+		snprintf(buf, 32, "rgb(255,%d,%d)", v + 5, v);
+	else
+		snprintf(buf, 32, "rgb(%d,%d,255)", v, v + 5);
+}
+
+static void fg_kind_colour(const struct fg *g, uint32_t node, char buf[32])
 {
 	const struct rbp_pframe *f = node ? &g->p->frames[g->p->nodes[node].frame] : NULL;
 	const char *label = f ? f->label : "all";
@@ -522,6 +568,14 @@ static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 		b = (int)(55 * v2);
 	}
 	snprintf(buf, 32, "rgb(%d,%d,%d)", r & 255, gr & 255, b & 255);
+}
+
+static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
+{
+	if (g->diff)
+		fg_diff_colour(node ? fg_change(g, node) : 0, g->scale, buf);
+	else
+		fg_kind_colour(g, node, buf);
 }
 
 /* ---- SVG ----------------------------------------------------------------- */
@@ -865,6 +919,99 @@ static void fg_legend(FILE *out)
 	fputs("</g>\n", out);
 }
 
+/*
+ * A differential graph's key: the colour scale, from the largest drop to
+ * the largest rise of a frame's share (in points of each recording's
+ * samples), white for no change.
+ */
+static void fg_diff_legend(const struct fg *g, FILE *out)
+{
+	char fill[32];
+	int x = FG_PAD;
+
+	fprintf(out, "<g id=\"legend\" data-scale=\"%.6f\"><text x=\"%d\" y=\"62\">"
+		"share of samples, BASE to NEW: %+.2f points</text>", g->scale, x, -100.0 * g->scale);
+	x += (int)(44 * FG_CHAR_W) + 8;
+	for (int i = -4; i <= 4; i++) {
+		fg_diff_colour(g->scale * i / 4.0, g->scale, fill);
+		fprintf(out, "<rect x=\"%d\" y=\"53\" width=\"14\" height=\"10\" fill=\"%s\" "
+			"data-change=\"%.6f\"/>", x, fill, g->scale * i / 4.0);
+		x += 14;
+	}
+	fprintf(out, "<text x=\"%d\" y=\"62\">%+.2f points (red: grew, blue: shrank)</text></g>\n",
+		x + 6, 100.0 * g->scale);
+}
+
+/*
+ * The functions BASE has and NEW has not (not drawn: the graph has NEW's
+ * shape), largest first, on one line under the legend (id="gone"; every
+ * one in its tooltip).
+ */
+static int fg_gone(const struct fg *g, FILE *out)
+{
+	const struct rbp_profile *p = g->p;
+	uint64_t *cnt = calloc(p->n_nodes + 1, sizeof(*cnt));
+	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
+	struct rbp_row *now = NULL, *was = NULL;
+	size_t n = 0, n_gone = 0, shown = 0, len = 0;
+	int err = RBP_ENOMEM;
+
+	if (!cnt || !row_of || rbp_rows_make(p, 0, row_of, &now, &n) ||
+	    !(was = malloc((n + 1) * sizeof(*was))))
+		goto done;
+	memcpy(was, now, n * sizeof(*was));
+	for (int pass = 0; pass < 2; pass++) {
+		memset(cnt, 0, p->n_nodes * sizeof(*cnt));
+		for (size_t i = 0; i < p->n_samples; i++)
+			if (p->samples[i].node < p->n_nodes &&
+			    ((p->sample_flags[i] & RBP_SAMPLE_BASE) == 0) == !pass)
+				cnt[p->samples[i].node]++;
+		rbp_rows_count(p, cnt, row_of, pass ? was : now, n);
+	}
+	/* the rows gone, by BASE's total, largest first (a selection: few) */
+	for (size_t i = 0; i < n; i++)
+		if (!now[i].total && was[i].total)
+			was[n_gone++] = was[i];
+	for (size_t i = 0; i < n_gone; i++)
+		for (size_t j = i + 1; j < n_gone; j++)
+			if (was[j].total > was[i].total) {
+				struct rbp_row t = was[i];
+				was[i] = was[j];
+				was[j] = t;
+			}
+	err = RBP_OK;
+	if (!n_gone)
+		goto done;
+	fprintf(out, "<text id=\"gone\" x=\"%d\" y=\"76\" data-n=\"%zu\"><title>only in BASE:",
+		FG_PAD, n_gone);
+	for (size_t i = 0; i < n_gone; i++) {
+		fputs(i ? ", " : " ", out);
+		fg_xml(out, was[i].label, strlen(was[i].label));
+		fprintf(out, " (%.2f%%)", 100.0 * (double)was[i].total / (double)(g->base_total ? g->base_total : 1));
+	}
+	fprintf(out, "</title>only in BASE (not drawn): ");
+	len = 27;
+	for (size_t i = 0; i < n_gone; i++, shown++) {
+		size_t l = strlen(was[i].label) + 12;
+		if (i && len + l > (size_t)((FG_WIDTH - 2 * FG_PAD) / FG_CHAR_W) - 14)
+			break;
+		if (i)
+			fputs(", ", out);
+		fg_xml(out, was[i].label, strlen(was[i].label));
+		fprintf(out, " (%.2f%%)", 100.0 * (double)was[i].total / (double)(g->base_total ? g->base_total : 1));
+		len += l;
+	}
+	if (shown < n_gone)
+		fprintf(out, ", %zu more", n_gone - shown);
+	fputs("</text>\n", out);
+done:
+	free(cnt);
+	free(row_of);
+	free(now);
+	free(was);
+	return err;
+}
+
 static void fg_subtitle(const struct fg *g, FILE *out, int height)
 {
 	const struct rbp_profile_meta *m = &g->p->meta;
@@ -874,7 +1021,9 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s%s%s %ssample%s", FG_WIDTH / 2,
 		g->n_idle ? "<tspan id=\"count\">" : "", fg_count(g->total, n),
 		g->n_idle ? "</tspan>" : "", m->on_cpu ? "on-CPU " : "", g->total == 1 ? "" : "s");
-	if (m->duration_ns)
+	if (g->diff)
+		fprintf(out, " (NEW) against %s (BASE)", fg_count(g->base_total, n));
+	else if (m->duration_ns)
 		fprintf(out, " in %.1f s", (double)m->duration_ns / 1e9);
 	if (m->rate_hz)
 		fprintf(out, " at %u Hz", (unsigned)m->rate_hz);
@@ -892,7 +1041,10 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
 		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
-	fg_legend(out);
+	if (g->diff)
+		fg_diff_legend(g, out);
+	else
+		fg_legend(out);
 	if (g->n_idle) {   /* the idle control, right of the subtitle; says the idle share */
 		uint64_t all = g->hide_idle ? g->alt_total : g->total;
 		fprintf(out, "<text id=\"idle\" class=\"btn\" x=\"%d\" y=\"44\" text-anchor=\"end\" "
@@ -933,10 +1085,17 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 	}
 	fputs("><title>", out);
 	fg_xml(out, nm->s, strlen(nm->s));
-	fprintf(out, " (%s sample%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+	fprintf(out, " (%s sample%s, %.2f%%", fg_count(g->incl[node], n), g->incl[node] == 1 ? "" : "s",
+		g->total ? 100.0 * (double)g->incl[node] / (double)g->total : 0.0);
+	if (g->diff && node && !g->base[node])
+		fputs(", new: not in BASE", out);
+	else if (g->diff && node) {   /* BASE's share, the change in points, the ratio */
+		double was = g->base_total ? (double)g->base[node] / (double)g->base_total : 0;
+		fprintf(out, ", BASE %.2f%%: %+.2f points, x%.2f", 100.0 * was,
+			100.0 * fg_change(g, node), was > 0 ? (fg_change(g, node) + was) / was : 0.0);
+	}
+	fprintf(out, ")</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
 		"height=\"%d\" rx=\"2\" fill=\"%s\"/><text x=\"%.2f\" y=\"%d\">",
-		fg_count(g->incl[node], n), g->incl[node] == 1 ? "" : "s",
-		g->total ? 100.0 * (double)g->incl[node] / (double)g->total : 0.0,
 		x, y, w, FG_FRAME_H - 1, fill, x + 3, y + 11);
 	fg_label(out, nm, w);
 	fputs("</text></g>\n", out);
@@ -1003,6 +1162,8 @@ static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *ou
 	free(title.s);
 	free(alt.s);
 	fg_subtitle(g, out, height);
+	if (g->diff && fg_gone(g, out))
+		return RBP_ENOMEM;
 	if (g->tc && g->per_thread)
 		fg_threads(g, out);
 	fputs("<g id=\"frames\">\n", out);
@@ -1022,6 +1183,7 @@ static void fg_free(struct fg *g)
 	free(g->root.s);
 	free(g->incl);
 	free(g->alt);
+	free(g->base);
 	free(g->x);
 	free(g->first);
 	free(g->kids);
@@ -1033,7 +1195,7 @@ static void fg_free(struct fg *g)
 
 int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
 {
-	struct fg g = { .p = p, .hide_idle = o && o->hide_idle };
+	struct fg g = { .p = p, .hide_idle = o && o->hide_idle && !o->diff, .diff = o && o->diff };
 	int err;
 
 	if (!(g.names = calloc(p->n_frames ? p->n_frames : 1, sizeof(*g.names))) ||
@@ -1044,6 +1206,11 @@ int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_op
 	fg_inclusive(&g);
 	if ((err = fg_thread_counts(&g)) == RBP_OK && (err = fg_sort(&g)) == RBP_OK) {
 		fg_layout(&g);
+		for (size_t i = 1; g.diff && i < g.n_order; i++) {   /* the colour scale */
+			double c = fg_change(&g, g.order[i]);
+			if (fg_shown(&g, g.order[i]) && (c < 0 ? -c : c) > g.scale)
+				g.scale = c < 0 ? -c : c;
+		}
 		if (g.tc && !(g.emit = malloc((p->n_nodes + 1) * sizeof(*g.emit))))
 			err = RBP_ENOMEM;
 		for (size_t i = 0; g.emit && i < g.n_order; i++)

@@ -28,6 +28,12 @@ struct rbp_output_opts {
 	 * true; NULL: the title is the same in both.
 	 */
 	const char *title_alt;
+	/*
+	 * p is a diff of two recordings (profile/diff.h): the flame graph,
+	 * summary and pprof compare NEW's samples with BASE's
+	 * (RBP_SAMPLE_BASE); the other writers refuse it.
+	 */
+	int diff;
 };
 
 struct rbp_format {

@@ -7,6 +7,20 @@
 #                   activeProfileIndex is the worker's, and the speedscope
 #                   app (headless Chromium) opens on it, not on the blocked
 #                   main thread (issue 25 item 8)
+#   diff/...        one program run twice, Target#work sleeping twice as long
+#                   the second time (sleeps: shares that load does not move),
+#                   Legacy#old_path only in the first run, Fresh#new_path only
+#                   in the second: `record --diff BASE -f summary` and
+#                   `report --diff BASE -i NEW -f summary` give the same table,
+#                   Target#work x2 (+-20 %), Steady#work and Other#work within
+#                   3 points, Fresh "new", Legacy "gone"; the differential
+#                   flame graph in Chromium (tests/browser/views.mjs diff:
+#                   Target red with its ratio, the others pale, the scale,
+#                   the new and gone functions named, nothing outside the
+#                   image, no NaN); and `-f pprof`, read by go tool pprof,
+#                   shows every function's flat and cum as `go tool pprof
+#                   -normalize -diff_base BASE.pb.gz NEW.pb.gz` does (+-1
+#                   sample of rounding), Target#work's change the table's
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/30-views.sh   runs it with that build
 set -uo pipefail
@@ -22,14 +36,14 @@ browser_ready() {
 
 # record NAME OUT ARGS...: rbpeek record ARGS (-o OUT) on a command; fails NAME on error
 record_cmd() {
-	local name=$1 out=$2
+	local name=$1 out=$2 err
 	shift 2
-	if ! XDG_CACHE_HOME=$work/cache timeout 120 "$RBPEEK" record --silent -o "$out" "$@" \
-		2>"$work/$name.err"; then
-		fail "$name" "record: $(tail -n 3 "$work/$name.err" | tr '\n' ' ')"
+	err=$work/${name//\//-}.err
+	if ! XDG_CACHE_HOME=$work/cache timeout 120 "$RBPEEK" record --silent -o "$out" "$@" 2>"$err"; then
+		fail "$name" "record: $(tail -n 3 "$err" | tr '\n' ' ')"
 		return 1
-	elif sanitized "$work/$name.err"; then
-		fail "$name" "sanitizer report: $(grep -m1 -E 'Sanitizer|runtime error' "$work/$name.err")"
+	elif sanitized "$err"; then
+		fail "$name" "sanitizer report: $(grep -m1 -E 'Sanitizer|runtime error' "$err")"
 		return 1
 	fi
 }
@@ -66,10 +80,161 @@ EOF
 	node_results speedscope-active/browser $? "$out"
 }
 
+# go tool pprof, installed with Debian's golang-go when missing and possible.
+have_go() {
+	command -v go >/dev/null && return 0
+	[[ $(id -u) == 0 ]] || return 1
+	DEBIAN_FRONTEND=noninteractive timeout 600 apt-get -o DPkg::Lock::Timeout=300 install -y -qq \
+		golang-go >/dev/null 2>&1 || return 1
+	command -v go >/dev/null
+}
+
+gopprof() {
+	HOME=$work/gohome GOCACHE=$work/gohome/cache timeout 120 go tool pprof "$@"
+}
+
+write_diff_target() {
+	cat >"$work/twice.rb" <<'EOF'
+# twice.rb K VARIANT: Target#work sleeps K times as long as Steady#work and
+# Other#work, in a loop of fixed period (Pad#rest sleeps the rest), so the
+# shares of the others do not move when K does
+k = Float(ARGV[0])
+variant = ARGV[1]
+STEP = 0.025
+class Steady; def work = sleep(STEP); end
+class Other; def work = sleep(STEP); end
+class Target; def work(k) = sleep(STEP * k); end
+class Legacy; def old_path = sleep(0.01); end
+class Fresh; def new_path = sleep(0.01); end
+class Pad
+  def rest(t0)
+    20_000.times.sum   # a little work: the thread is not one that only waits
+    left = t0 + 0.2 - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    sleep(left) if left > 0
+  end
+end
+s, o, t, pad = Steady.new, Other.new, Target.new, Pad.new
+stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 4
+loop do
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  break if t0 > stop
+  s.work
+  t.work(k)
+  o.work
+  variant == "base" ? Legacy.new.old_path : Fresh.new.new_path
+  pad.rest(t0)
+end
+EOF
+}
+
+check_diff() {
+	write_diff_target
+	record_cmd diff/record-base "$work/base.raw.gz" -r 200 -- ruby --disable-gems "$work/twice.rb" 1 base || return
+	record_cmd diff/record-new "$work/rec-diff.txt" -r 200 --diff "$work/base.raw.gz" -f summary \
+		--raw-file "$work/new.raw.gz" -- ruby --disable-gems "$work/twice.rb" 2 new || return
+	local msg out
+	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -f summary \
+		-o "$work/diff.txt" 2>"$work/diff.err"; then
+		fail diff/report "$(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
+		return
+	elif ! cmp -s "$work/diff.txt" "$work/rec-diff.txt"; then
+		fail diff/report "report --diff and record --diff tables differ: $(diff "$work/rec-diff.txt" "$work/diff.txt" | head -n 4 | tr '\n' ' ')"
+	else
+		ok diff/report "record --diff and report --diff write the same table"
+	fi
+	if msg=$(ruby -e '
+		rows = {}
+		File.foreach(ARGV[0]) do |l|
+		  m = l.match(/\A\s*([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)\s+(\S+)\s+[\d.]+\s+[\d.]+\s+(\S+)/) or next
+		  rows[m[5]] = { base: m[1].to_f, new: m[2].to_f, change: m[3].to_f, ratio: m[4] }
+		end
+		t = rows["Target#work"] or abort "no Target#work row"
+		r = t[:ratio].delete_prefix("x").to_f
+		abort "Target#work: #{t}, not x2 within 20 %" unless (1.6..2.4).cover?(r) && t[:change] > 0
+		%w[Steady#work Other#work].each do |n|
+		  x = rows[n] or abort "no #{n} row"
+		  abort "#{n} moved #{x[:change]} points: #{x}" if x[:change].abs >= 3
+		end
+		abort "Fresh#new_path: #{rows["Fresh#new_path"]}, not new" unless rows.dig("Fresh#new_path", :ratio) == "new"
+		abort "Legacy#old_path: #{rows["Legacy#old_path"]}, not gone" unless rows.dig("Legacy#old_path", :ratio) == "gone"
+		puts "Target#work #{t[:base]}% -> #{t[:new]}% (x#{r}), Steady#work #{rows["Steady#work"][:change]}, " \
+		     "Other#work #{rows["Other#work"][:change]} points"' "$work/diff.txt" 2>&1); then
+		ok diff/summary "$msg"
+	else
+		fail diff/summary "$msg"
+	fi
+	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.svg" \
+		2>"$work/diff.err"; then
+		fail diff/flamegraph "$(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
+	elif ! browser_ready; then
+		skip diff/browser "${browser_why:-tools/install-browser-deps.sh failed}"
+	else
+		out=$(timeout 300 node tests/browser/views.mjs diff "$work/diff.svg" --name views/diff/browser \
+			--red 'Target#work' --ratio 2 --neutral 'Steady#work' --neutral 'Other#work' \
+			--new 'Fresh#new_path' --gone 'Legacy#old_path' --screenshot "$SHOTS/diff.png" 2>&1)
+		node_results diff/browser $? "$out"
+	fi
+	check_diff_pprof
+}
+
+# Our pprof diff read by go tool pprof against its own -diff_base of the two
+# recordings' plain pprof files.
+check_diff_pprof() {
+	if ! have_go; then
+		skip diff/pprof "go tool pprof not available (apt-get install golang-go failed or not root)"
+		return
+	fi
+	mkdir -p "$work/gohome"
+	local f
+	for f in base new; do
+		timeout 60 "$RBPEEK" report -i "$work/$f.raw.gz" -o "$work/$f.pb.gz" 2>/dev/null
+	done
+	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.pb.gz" \
+		2>"$work/diff.err"; then
+		fail diff/pprof "report --diff -f pprof: $(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
+		return
+	fi
+	local opts=(-top -sample_index=samples -nodecount=100000 -nodefraction=0 -edgefraction=0)
+	if ! gopprof "${opts[@]}" "$work/diff.pb.gz" >"$work/ours.txt" 2>&1 ||
+	   ! gopprof "${opts[@]}" -normalize -diff_base "$work/base.pb.gz" "$work/new.pb.gz" >"$work/theirs.txt" 2>&1; then
+		fail diff/pprof "go tool pprof failed: $(tail -n 2 "$work/ours.txt" "$work/theirs.txt" | tr '\n' ' ')"
+		return
+	fi
+	local msg
+	if msg=$(ruby -e '
+		def rows(f)
+		  h = Hash.new { |x, k| x[k] = [0, 0] }
+		  File.foreach(f) do |l|
+		    m = l.match(/\A\s*(-?\d+)\s+[\d.]+%\s+[\d.]+%\s+(-?\d+)\s+[\d.]+%\s+(.+?)\s*\z/) or next
+		    h[m[3]][0] += m[1].to_i
+		    h[m[3]][1] += m[2].to_i
+		  end
+		  h
+		end
+		ours, theirs = rows(ARGV[0]), rows(ARGV[1])
+		abort "go tool pprof shows no functions" if ours.empty? || theirs.empty?
+		bad = (ours.keys | theirs.keys).reject do |k|
+		  a, b = ours[k], theirs[k]
+		  (a[0] - b[0]).abs <= 1 && (a[1] - b[1]).abs <= 1
+		end
+		abort "#{bad.size} functions differ: " + bad.first(3).map { |k| "#{k}: ours #{ours[k]}, -diff_base #{theirs[k]}" }.join("; ") unless bad.empty?
+		base_total = File.read(ARGV[2])[/against BASE, (\d+) samples/, 1].to_i
+		change = File.foreach(ARGV[2]).find { |l| l =~ /\sTarget#work\s/ }.split[2].to_f
+		got = 100.0 * ours["Target#work"][1] / base_total
+		abort "Target#work: pprof cum #{ours["Target#work"][1]} of #{base_total} is #{got.round(2)} points, the table #{change}" if (got - change).abs > 0.5
+		puts "#{ours.size} functions agree with go tool pprof -normalize -diff_base; Target#work cum #{ours["Target#work"][1]} (#{got.round(2)} points, table #{change})"
+	' "$work/ours.txt" "$work/theirs.txt" "$work/diff.txt" 2>&1); then
+		ok diff/pprof "$msg"
+	else
+		fail diff/pprof "$msg"
+	fi
+}
+
 main() {
 	[[ -x $RBPEEK ]] || { fail build "$RBPEEK not built (run make)"; return; }
 	command -v ruby >/dev/null || { fail target "ruby not found (run tools/install-deps.sh)"; return; }
 	check_speedscope_active
+	check_diff
 }
 
 main

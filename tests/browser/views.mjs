@@ -1,0 +1,170 @@
+// views.mjs - rbpeek's views beyond the plain flame graph, opened in
+// Debian's headless Chromium (playwright-core, never a downloaded browser)
+// and checked the way a user reads them.
+//
+//   node tests/browser/views.mjs diff FILE.svg [--name P] [--red NAME --ratio R]
+//        [--neutral NAME]... [--new NAME] [--gone NAME] [--screenshot FILE.png]
+//
+// diff (a differential flame graph, report --diff), each check printed as
+// "ok P/check" or "FAIL P/check: reason":
+//   load      the file opens with no JS error and no console error
+//   sane      no NaN or Infinity anywhere in the page; every frame drawn lies
+//             inside the image (0 <= x, x + width <= image width, the same
+//             for y), and the image inside the page
+//   red       the frames of --red NAME are red (rgb(255,g,b), g and b under
+//             128) and their tooltips give a ratio of shares within 20 % of
+//             --ratio R
+//   neutral   the frames of each --neutral NAME are pale (every channel over
+//             150) and change by under 3 points
+//   scale     the legend shows the colour scale, from -S to +S points, with
+//             S the largest change drawn
+//   new       the frames of --new NAME (only in NEW) say "new: not in BASE"
+//   gone      the line of functions only in BASE names --gone NAME
+// Exit status 1 when a check failed.
+import { chromium } from 'playwright-core';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+function parseArgs(argv) {
+	const a = { mode: argv[0], file: argv[1], name: argv[0], neutral: [], screenshot: null };
+	for (let i = 2; i < argv.length; i += 2) {
+		const k = argv[i].replace(/^--/, ''), v = argv[i + 1];
+		if (k === 'neutral') a.neutral.push(v);
+		else a[k] = v;
+	}
+	if (!a.file || !['diff'].includes(a.mode)) {
+		console.error('usage: views.mjs diff FILE.svg [options]');
+		process.exit(2);
+	}
+	return a;
+}
+
+const args = parseArgs(process.argv.slice(2));
+let failed = 0;
+function report(check, ok, why) {
+	if (ok) console.log(`ok ${args.name}/${check}`);
+	else { failed++; console.log(`FAIL ${args.name}/${check}: ${why}`); }
+	return ok;
+}
+
+async function open(browser, url, errors, width = 1400, height = 900) {
+	const page = await browser.newPage({ viewport: { width, height } });
+	page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+	page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+	await page.goto(url);
+	await page.waitForLoadState('load');
+	return page;
+}
+
+// NaN/Infinity anywhere in the document's text or attributes, and frames
+// (g.f rects, or g.node shapes) outside the image.
+async function sanity(page) {
+	return page.evaluate(() => {
+		const probs = [];
+		const bad = /\bNaN\b|\bInfinity\b/;
+		for (const e of document.querySelectorAll('*')) {
+			for (const at of e.attributes) if (bad.test(at.value)) probs.push(`<${e.tagName} ${at.name}="${at.value.slice(0, 60)}">`);
+			for (const n of e.childNodes) if (n.nodeType === 3 && bad.test(n.textContent)) probs.push(`text "${n.textContent.slice(0, 60)}"`);
+		}
+		const svg = document.documentElement, box = svg.getBoundingClientRect();
+		let outside = 0, first = '', drawn = 0;
+		for (const r of document.querySelectorAll('g.f rect, g.node > :is(polygon, ellipse, path)')) {
+			const g = r.closest('g');
+			if (getComputedStyle(g).display === 'none') continue;
+			const b = r.getBoundingClientRect();
+			if (!b.width) continue;
+			drawn++;
+			if (b.left < box.left - 0.5 || b.right > box.right + 0.5 || b.top < box.top - 0.5 || b.bottom > box.bottom + 0.5) {
+				if (!outside++) first = `${g.querySelector('title')?.textContent} at ${b.left.toFixed(1)},${b.top.toFixed(1)} ${b.width.toFixed(1)}x${b.height.toFixed(1)} in ${box.width.toFixed(0)}x${box.height.toFixed(0)}`;
+			}
+		}
+		if (outside) probs.push(`${outside} of ${drawn} shapes outside the image, first ${first}`);
+		if (!drawn) probs.push('nothing drawn');
+		return { probs, drawn };
+	});
+}
+
+function rgb(fill) {
+	const m = /rgb\((\d+),(\d+),(\d+)\)/.exec(fill || '');
+	return m ? [+m[1], +m[2], +m[3]] : null;
+}
+
+async function diffFrames(page) {
+	return page.evaluate(() => [...document.querySelectorAll('#frames > g.f')].map((g) => {
+		const t = g.querySelector('title').textContent, r = g.querySelector('rect');
+		return { name: t.slice(0, t.lastIndexOf(' (')), title: t, fill: r.getAttribute('fill'),
+			shown: getComputedStyle(g).display !== 'none' && +r.getAttribute('width') > 0 };
+	}));
+}
+
+async function checkDiff(browser, url) {
+	const errors = [];
+	const page = await open(browser, url, errors);
+	const fs = await diffFrames(page);
+	report('load', fs.length > 0 && !errors.length, `${fs.length} frames, ${errors.join('; ') || 'no errors'}`);
+	const s = await sanity(page);
+	report('sane', !s.probs.length, s.probs.slice(0, 3).join('; '));
+	const named = (n) => fs.filter((f) => f.shown && (f.name === n || f.name.startsWith(n + ' (')));
+	const change = (f) => { const m = /: ([+-][\d.]+) points, x([\d.]+)\)$/.exec(f.title); return m ? [+m[1], +m[2]] : null; };
+	if (args.red) {
+		const want = +args.ratio, rs = named(args.red), probs = [];
+		if (!rs.length) probs.push(`no frame ${args.red}`);
+		for (const f of rs) {
+			const c = rgb(f.fill), ch = change(f);
+			if (!c || c[0] !== 255 || c[1] >= 128 || c[2] >= 128) probs.push(`${f.name} is ${f.fill}`);
+			if (!ch || Math.abs(ch[1] - want) > 0.2 * want) probs.push(`${f.title}: ratio not ${want} within 20 %`);
+		}
+		report('red', !probs.length, probs.join('; '));
+	}
+	if (args.neutral.length) {
+		const probs = [];
+		for (const n of args.neutral) {
+			const rs = named(n);
+			if (!rs.length) probs.push(`no frame ${n}`);
+			for (const f of rs) {
+				const c = rgb(f.fill), ch = change(f);
+				if (!c || c.some((v) => v <= 150)) probs.push(`${f.name} is ${f.fill}`);
+				if (!ch || Math.abs(ch[0]) >= 3) probs.push(`${f.title}: changed by 3 points or more`);
+			}
+		}
+		report('neutral', !probs.length, probs.join('; '));
+	}
+	const scale = await page.evaluate(() => {
+		const l = document.getElementById('legend');
+		return { s: +l.getAttribute('data-scale'), text: l.textContent,
+			swatches: [...l.querySelectorAll('rect')].map((r) => r.getAttribute('fill')) };
+	});
+	const biggest = Math.max(...fs.filter((f) => f.shown).map((f) => Math.abs((change(f) || [0])[0])));
+	const S = (100 * scale.s).toFixed(2);
+	report('scale', scale.text.includes(`-${S} points`) && scale.text.includes(`+${S} points`) &&
+		scale.swatches.length >= 5 && Math.abs(100 * scale.s - biggest) < 0.011,
+	`legend "${scale.text}" (${scale.swatches.length} swatches), largest change drawn ${biggest}`);
+	if (args.new) {
+		const rs = named(args.new);
+		report('new', rs.length && rs.every((f) => f.title.includes('new: not in BASE')),
+			`${rs.map((f) => f.title).join('; ') || `no frame ${args.new}`}`);
+	}
+	if (args.gone) {
+		const g = await page.evaluate(() => document.getElementById('gone')?.textContent || '');
+		report('gone', g.startsWith('only in BASE') && g.includes(args.gone), `the line says "${g.slice(0, 200)}"`);
+	}
+	if (args.screenshot)
+		await page.screenshot({ path: args.screenshot });
+	await page.close();
+}
+
+const browser = await chromium.launch({
+	executablePath: '/usr/bin/chromium',
+	args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+		'--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+try {
+	const url = pathToFileURL(resolve(args.file)).href;
+	if (args.mode === 'diff')
+		await checkDiff(browser, url);
+} catch (e) {
+	report('browser', false, String(e && e.stack || e).split('\n')[0]);
+} finally {
+	await browser.close();
+}
+process.exit(failed ? 1 : 0);
