@@ -339,6 +339,17 @@ int cli_diff_load(const char *cmd, const char *path, const struct rbp_format *fm
 int cli_diff_write(const struct rbp_profile *base, const char *base_path,
 		   const struct rbp_profile *cur, const struct rbp_format *fmt, const char *output,
 		   const char *raw, int keep_idle, int silent);
+/*
+ * The call graph's pruning options (graphopt.c): cli_graph_opt takes
+ * --NAME ARG (node-fraction, edge-fraction, node-count; the usage error,
+ * EXIT_USAGE, when bad); cli_graph_opts puts them into a writer's options.
+ */
+#define CLI_OPTS_GRAPH { "node-fraction", required_argument, NULL, CLI_OPT_GRAPH }, \
+	{ "edge-fraction", required_argument, NULL, CLI_OPT_GRAPH }, \
+	{ "node-count", required_argument, NULL, CLI_OPT_GRAPH }
+#define CLI_OPT_GRAPH 0x1100
+int cli_graph_opt(const char *cmd, const char *name, const char *arg);
+void cli_graph_opts(struct rbp_output_opts *oo);
 /* How many raw files, and bytes, the cache directory keeps (README, man page). */
 #define CLI_RAW_KEEP 20
 #define CLI_RAW_KEEP_BYTES (512ull << 20)

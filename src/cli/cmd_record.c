@@ -76,6 +76,10 @@ static const char record_usage[] =
 	"                          (a recording of the same program): a differential flame\n"
 	"                          graph, -f summary's table of the largest changes, or a\n"
 	"                          pprof diff (as go tool pprof -normalize -diff_base)\n"
+	"      --node-fraction F   -f callgraph/dot: leave out functions under this fraction\n"
+	"                          of the samples (default 0.005; 0 keeps all)\n"
+	"      --edge-fraction F   ... and calls under this fraction (default 0.001)\n"
+	"      --node-count N      ... and all but the N largest functions (default 80)\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
 	"                          where COMMAND runs as the invoking user)\n"
@@ -133,6 +137,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
 		{ "diff", required_argument, NULL, OPT_DIFF },
+		CLI_OPTS_GRAPH,
 		CLI_OPTS_RAW,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_SAMPLER,
@@ -160,6 +165,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
 		case OPT_DIFF: o->diff = optarg; break;
+		case CLI_OPT_GRAPH:
+			if (cli_graph_opt("record", longopts[cp.index].name, optarg))
+				return EXIT_USAGE;
+			break;
 		case OPT_MAXHOLD: {
 			errno = 0;
 			unsigned long long us = strtoull(optarg, &end, 10);

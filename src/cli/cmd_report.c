@@ -31,6 +31,10 @@ static const char report_usage[] =
 	"                      (red: a frame's share of samples grew, blue: it shrank),\n"
 	"                      -f summary's table of the largest changes, or a pprof diff\n"
 	"                      (as go tool pprof -normalize -diff_base BASE NEW)\n"
+	"      --node-fraction F  -f callgraph/dot: leave out functions under this\n"
+	"                      fraction of the samples (default 0.005; 0 keeps all)\n"
+	"      --edge-fraction F  ... and calls under this fraction (default 0.001)\n"
+	"      --node-count N  ... and all but the N largest functions (default 80)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"formats:\n";
@@ -57,6 +61,7 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
 		{ "diff", required_argument, NULL, 'D' },
+		CLI_OPTS_GRAPH,
 		CLI_OPTS_OUTPUT,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_END
@@ -76,6 +81,10 @@ int cmd_report(int argc, char **argv)
 			return EXIT_USAGE;
 		if (c == 'D')
 			diff = optarg;
+		else if (c == CLI_OPT_GRAPH && cli_graph_opt("report", longopts[cp.index].name, optarg))
+			return EXIT_USAGE;
+		else if (c == CLI_OPT_GRAPH)
+			continue;
 		else
 			input = optarg;   /* -i FILE */
 	}

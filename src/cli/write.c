@@ -302,6 +302,8 @@ static int write_outputs_fn(void *arg)
 	size_t hidden = 0;
 	char dir[4096], raw_path[8192], outbuf[4096], alt[512];
 	struct rbp_output_opts oo = { .title = j->title };
+
+	cli_graph_opts(&oo);
 	const char *output = j->output;
 	unsigned hide = j->hide;
 	int rc = 0, raw_kept = 0;
@@ -352,6 +354,10 @@ static int write_outputs_fn(void *arg)
 	}
 	if (!j->silent || strcmp(output, "-"))
 		fprintf(stderr, "rbpeek: wrote %s to %s\n", j->fmt->name, output);
+	if (j->fmt->write == rbp_write_callgraph && !rbp_callgraph_renders())
+		fprintf(stderr, "rbpeek: this rbpeek is built without Graphviz (as the static binary is): the "
+			"call graph is DOT text; lay it out with 'dot -Tsvg %s -o graph.svg', or use "
+			"the distro build\n", strcmp(output, "-") ? output : "FILE");
 	return 0;
 }
 

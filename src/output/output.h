@@ -34,6 +34,14 @@ struct rbp_output_opts {
 	 * (RBP_SAMPLE_BASE); the other writers refuse it.
 	 */
 	int diff;
+	/*
+	 * The call graph's pruning (callgraph.c), as pprof's: functions under
+	 * node_fraction of the samples, all but the node_count largest, calls
+	 * under edge_fraction.  0: the defaults (0.005, 80, 0.001); a
+	 * negative fraction: none (everything kept).
+	 */
+	double node_fraction, edge_fraction;
+	size_t node_count;
 };
 
 struct rbp_format {
@@ -65,6 +73,16 @@ int rbp_write_summary(const struct rbp_profile *p, const struct rbp_output_opts 
 int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_callgraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_dot(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+/*
+ * Whether this build lays call graphs out (Graphviz's library: gvrender.c);
+ * without it -f callgraph writes the DOT text.  rbp_callgraph_render: DOT
+ * text to an SVG with its script; RBP_EINVAL (not DOT, or no Graphviz),
+ * RBP_EIO, RBP_ENOMEM.
+ */
+int rbp_callgraph_renders(void);
+int rbp_callgraph_render(const char *dot, FILE *out);
 
 /*
  * Frames grouped into functions: frames with the same label and path (they

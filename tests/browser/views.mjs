@@ -20,8 +20,19 @@
 //             S the largest change drawn
 //   new       the frames of --new NAME (only in NEW) say "new: not in BASE"
 //   gone      the line of functions only in BASE names --gone NAME
+//
+//   node tests/browser/views.mjs callgraph FILE.svg [--name P] --focus LABEL
+//        --dot FILE.dot [--screenshot FILE.png]
+//
+// callgraph (-f callgraph, laid out by Graphviz):
+//   load      opens with no JS error, one node per function of the DOT file
+//   sane      as above: no NaN, every node inside the image
+//   focus     clicking the node LABEL leaves exactly it and its callers and
+//             callees (the DOT file's edges) undimmed, and its edges; the
+//             URL says #focus=N, which reopens the same view; Esc shows all
 // Exit status 1 when a check failed.
 import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -32,8 +43,8 @@ function parseArgs(argv) {
 		if (k === 'neutral') a.neutral.push(v);
 		else a[k] = v;
 	}
-	if (!a.file || !['diff'].includes(a.mode)) {
-		console.error('usage: views.mjs diff FILE.svg [options]');
+	if (!a.file || !['diff', 'callgraph'].includes(a.mode)) {
+		console.error('usage: views.mjs diff|callgraph FILE.svg [options]');
 		process.exit(2);
 	}
 	return a;
@@ -68,8 +79,8 @@ async function sanity(page) {
 		}
 		const svg = document.documentElement, box = svg.getBoundingClientRect();
 		let outside = 0, first = '', drawn = 0;
-		for (const r of document.querySelectorAll('g.f rect, g.node > :is(polygon, ellipse, path)')) {
-			const g = r.closest('g');
+		for (const r of document.querySelectorAll('g.f rect, g.node :is(polygon, ellipse, path)')) {
+			const g = r.closest('g.f, g.node');
 			if (getComputedStyle(g).display === 'none') continue;
 			const b = r.getBoundingClientRect();
 			if (!b.width) continue;
@@ -153,6 +164,54 @@ async function checkDiff(browser, url) {
 	await page.close();
 }
 
+// The DOT file's nodes (id -> label) and edges.
+function readDot(path) {
+	const text = readFileSync(path, 'utf8'), nodes = {}, edges = [];
+	for (const m of text.matchAll(/^(N\d+) \[label="((?:[^"\\]|\\.)*?)\\n/gm)) nodes[m[1]] = m[2].replace(/\\(.)/g, '$1');
+	for (const m of text.matchAll(/^(N\d+) -> (N\d+) /gm)) edges.push([m[1], m[2]]);
+	return { nodes, edges };
+}
+
+async function checkCallgraph(browser, url) {
+	const errors = [], dot = readDot(args.dot);
+	const page = await open(browser, url, errors);
+	const state = () => page.evaluate(() => [...document.querySelectorAll('g.node')].map((g) => ({
+		id: g.querySelector('title').textContent, dim: g.classList.contains('dim'),
+		focus: g.classList.contains('focus') })));
+	const edgeState = () => page.evaluate(() => [...document.querySelectorAll('g.edge')].map((g) => ({
+		id: g.querySelector('title').textContent, dim: g.classList.contains('dim') })));
+	const ns = await state();
+	report('load', ns.length === Object.keys(dot.nodes).length && !errors.length,
+		`${ns.length} nodes drawn, ${Object.keys(dot.nodes).length} in the DOT file; ${errors.join('; ') || 'no errors'}`);
+	const s = await sanity(page);
+	report('sane', !s.probs.length, s.probs.slice(0, 3).join('; '));
+	const id = Object.keys(dot.nodes).find((k) => dot.nodes[k] === args.focus);
+	if (!id)
+		return report('focus', false, `no node ${args.focus} in the DOT file`);
+	const want = new Set([id]);
+	dot.edges.forEach(([a, b]) => { if (a === id) want.add(b); if (b === id) want.add(a); });
+	await page.locator(`g.node:has(> title:text-is("${id}"))`).click();
+	const after = await state(), es = await edgeState();
+	const probs = [];
+	const lit = after.filter((n) => !n.dim).map((n) => n.id).sort();
+	if (JSON.stringify(lit) !== JSON.stringify([...want].sort()))
+		probs.push(`undimmed ${lit.join(',')}, want ${[...want].sort().join(',')}`);
+	if (!after.find((n) => n.id === id)?.focus) probs.push(`${id} not marked focused`);
+	const badEdge = es.filter((e) => { const [a, b] = e.id.split('->'); return e.dim === (a === id || b === id); });
+	if (badEdge.length) probs.push(`${badEdge.length} edges dimmed wrongly, first ${badEdge[0].id}`);
+	const hash = new URL(page.url()).hash;
+	if (hash !== `#focus=${id}`) probs.push(`URL ${page.url()}`);
+	if (args.screenshot) await page.screenshot({ path: args.screenshot });
+	const again = await open(browser, page.url(), errors);
+	const re = await again.evaluate(() => [...document.querySelectorAll('g.node')].filter((g) => !g.classList.contains('dim')).length);
+	if (re !== want.size) probs.push(`${page.url()} reopened: ${re} nodes undimmed`);
+	await again.close();
+	await page.keyboard.press('Escape');
+	if ((await state()).some((n) => n.dim) || new URL(page.url()).hash) probs.push('Esc did not show everything again');
+	report('focus', !probs.length && !errors.length, `${args.focus} (${id}): ${probs.concat(errors).join('; ')}`);
+	await page.close();
+}
+
 const browser = await chromium.launch({
 	executablePath: '/usr/bin/chromium',
 	args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
@@ -162,6 +221,8 @@ try {
 	const url = pathToFileURL(resolve(args.file)).href;
 	if (args.mode === 'diff')
 		await checkDiff(browser, url);
+	else
+		await checkCallgraph(browser, url);
 } catch (e) {
 	report('browser', false, String(e && e.stack || e).split('\n')[0]);
 } finally {

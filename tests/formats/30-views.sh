@@ -21,6 +21,14 @@
 #                   shows every function's flat and cum as `go tool pprof
 #                   -normalize -diff_base BASE.pb.gz NEW.pb.gz` does (+-1
 #                   sample of rounding), Target#work's change the table's
+#   callgraph/...   a recursive-descent parser over generated input (mutual
+#                   recursion), fib and Ackermann: in `-f dot` each recursive
+#                   function is one node whose self and total are those of
+#                   the folded stacks (within 2 %), fib and ack have a loop
+#                   edge, expr -> term -> factor -> expr a cycle; `-f
+#                   callgraph` (Graphviz's SVG) in Chromium: one node per
+#                   function, nothing outside the image, no NaN, a click on
+#                   Parser#term leaves it, its callers and callees undimmed
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/30-views.sh   runs it with that build
 set -uo pipefail
@@ -229,12 +237,128 @@ check_diff_pprof() {
 		fail diff/pprof "$msg"
 	fi
 }
+write_recursion_target() {
+	cat >"$work/recursion.rb" <<'EOF'
+# Mutual and deep recursion: a recursive-descent parser over generated
+# arithmetic (expr -> term -> factor -> "(" expr ")"), fib, Ackermann
+class Parser
+  def initialize(src) = (@s = src; @i = 0)
+  def parse = expr
+  def expr
+    v = term
+    while @s[@i] == "+" || @s[@i] == "-"
+      op = @s[@i]; @i += 1
+      v = op == "+" ? v + term : v - term
+    end
+    v
+  end
+  def term
+    v = factor
+    while @s[@i] == "*"
+      @i += 1
+      v *= factor
+    end
+    v
+  end
+  def factor
+    if @s[@i] == "("
+      @i += 1
+      v = expr
+      @i += 1
+      v
+    else
+      j = @i
+      @i += 1 while @s[@i] =~ /\d/
+      @s[j...@i].to_i
+    end
+  end
+end
+
+def gen(r, d) = d.zero? || r.rand < 0.3 ? r.rand(9).to_s : "(#{gen(r, d - 1)}#{%w[+ - *].sample(random: r)}#{gen(r, d - 1)})"
+def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
+def ack(m, n) = m.zero? ? n + 1 : n.zero? ? ack(m - 1, 1) : ack(m - 1, ack(m, n - 1))
+
+r = Random.new(1)
+src = Array.new(12) { gen(r, 12) }.join("+")
+stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 3
+until Process.clock_gettime(Process::CLOCK_MONOTONIC) > stop
+  Parser.new(src).parse
+  fib(19)
+  ack(2, 120)
+end
+EOF
+}
+
+# Self and total of every function in the DOT file against the folded stacks.
+check_recursion_numbers() {
+	ruby -e '
+		ref_self = Hash.new(0); ref_total = Hash.new(0); n = 0
+		File.foreach(ARGV[1], encoding: "UTF-8") do |l|
+		  stack, c = l.chomp.match(/\A(.*) (\d+)\z/).captures
+		  c = c.to_i; n += c
+		  fns = stack.split(";").map { |f| f.sub(/ \((.*):-?\d+\)\z/, "") }
+		  ref_self[fns.last] += c
+		  fns.uniq.each { |f| ref_total[f] += c }
+		end
+		dot = File.read(ARGV[0], encoding: "UTF-8")
+		nodes = dot.scan(/^(N\d+) \[label="((?:[^"\\]|\\.)*?)\\n.*?self [\d.]+% \((\d+)\)\\ntotal [\d.]+% \((\d+)\)"/)
+		edges = dot.scan(/^(N\d+) -> (N\d+) /)
+		id = nodes.to_h { |i, l, _, _| [l, i] }
+		out = []
+		%w[Parser#expr Parser#term Parser#factor Object#fib Object#ack].each do |f|
+		  rows = nodes.select { |_, l, _, _| l == f }
+		  abort "#{f}: #{rows.size} nodes, want one" unless rows.size == 1
+		  _, _, s, t = rows[0]
+		  [[s.to_i, ref_self[f], "self"], [t.to_i, ref_total[f], "total"]].each do |got, want, what|
+		    abort "#{f}: #{what} #{got} samples, the folded stacks say #{want}" if (got - want).abs > [0.02 * want, 1].max
+		  end
+		  out << "#{f} self #{s}/#{ref_self[f]} total #{t}/#{ref_total[f]}"
+		end
+		%w[Object#fib Object#ack].each { |f| abort "no loop edge on #{f}" unless edges.include?([id[f], id[f]]) }
+		[%w[Parser#expr Parser#term], %w[Parser#term Parser#factor], %w[Parser#factor Parser#expr]].each do |a, b|
+		  abort "no call #{a} -> #{b}" unless edges.include?([id[a], id[b]])
+		end
+		puts "#{n} samples: #{out.join("; ")}; loops on fib and ack, the cycle expr -> term -> factor -> expr"
+	' "$1" "$2"
+}
+
+check_callgraph() {
+	write_recursion_target
+	record_cmd callgraph/record "$work/recursion.raw.gz" -r 200 -- ruby --disable-gems "$work/recursion.rb" || return
+	local msg out f
+	for f in recursion.dot recursion.callgraph.svg recursion.txt; do
+		if ! timeout 60 "$RBPEEK" report -i "$work/recursion.raw.gz" -o "$work/$f" $([[ $f == *.txt ]] && echo -f collapsed) \
+			2>"$work/cg.err"; then
+			fail callgraph/report "report -o $f: $(tail -n 2 "$work/cg.err" | tr '\n' ' ')"
+			return
+		fi
+	done
+	if msg=$(check_recursion_numbers "$work/recursion.dot" "$work/recursion.txt" 2>&1); then
+		ok callgraph/recursion "$msg"
+	else
+		fail callgraph/recursion "$msg"
+	fi
+	# the SVG is Graphviz's drawing of the same DOT
+	if ! grep -q '<svg' "$work/recursion.callgraph.svg"; then
+		fail callgraph/svg "no SVG written: $(head -c 200 "$work/recursion.callgraph.svg")"
+		return
+	fi
+	if ! browser_ready; then
+		skip callgraph/browser "${browser_why:-tools/install-browser-deps.sh failed}"
+		return
+	fi
+	out=$(timeout 300 node tests/browser/views.mjs callgraph "$work/recursion.callgraph.svg" \
+		--name views/callgraph/browser --dot "$work/recursion.dot" --focus 'Parser#term' \
+		--screenshot "$SHOTS/callgraph.png" 2>&1)
+	node_results callgraph/browser $? "$out"
+}
 
 main() {
 	[[ -x $RBPEEK ]] || { fail build "$RBPEEK not built (run make)"; return; }
 	command -v ruby >/dev/null || { fail target "ruby not found (run tools/install-deps.sh)"; return; }
 	check_speedscope_active
 	check_diff
+	check_callgraph
 }
 
 main
