@@ -114,6 +114,7 @@ struct fg {
 	uint64_t *base;          /* per node: BASE's inclusive samples */
 	uint64_t base_total;
 	double scale;            /* the largest change of a drawn frame's share (a fraction) */
+	uint32_t *fn_of;         /* per frame: its function (rbp_rows_make), for callers/callees */
 };
 
 /* ---- text ----------------------------------------------------------------- */
@@ -611,6 +612,7 @@ static const char fg_script[] =
 	"    name: t.slice(0, t.lastIndexOf(' (')), chars: Array.from(t.slice(0, t.lastIndexOf(' ('))),\n"
 	"    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'),\n"
 	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill'),\n"
+	"    fn: +(g.getAttribute('data-fn') || -1),\n"
 	"    p: g.hasAttribute('data-p') ? +g.getAttribute('data-p') : -1,\n"
 	"    te: g.querySelector('title'),\n"
 	"    tc: (g.getAttribute('data-t') || '').split(',').filter(Boolean).map(function (s) {\n"
@@ -628,7 +630,7 @@ static const char fg_script[] =
 	"var IB = $('idle'), IDLE0 = !!IB && IB.getAttribute('data-shown') === '1', idle = IDLE0;\n"
 	"var byId = {};\n"
 	"F.forEach(function (f, i) { byId[f.g.id] = f; f.g.__fg = i; });\n"
-	"var total = F.length ? F[0].w : 0, zoomed = null, term = null;\n"
+	"var total = F.length ? F[0].w : 0, zoomed = null, term = null, extra = null;\n"
 	"function label(f, w) {\n"
 	"  var fit = Math.floor((w - 6) / CW);\n"
 	"  if (f.chars.length <= fit) return f.name;\n"
@@ -683,6 +685,7 @@ static const char fg_script[] =
 	"  var d = 0;\n"
 	"  F.forEach(function (f) { if (f.w > 0 && f.d > d) d = f.d; });\n"
 	"  var h = Math.min(H0, TOP + (d + 1) * FH + BOTTOM), dy = h - H0;\n"
+	"  if (SW && SW.isOpen()) return;\n"
 	"  if (h === H) return;\n"
 	"  H = h;\n"
 	"  SVG.setAttribute('height', H);\n"
@@ -693,6 +696,7 @@ static const char fg_script[] =
 	"  LOW.forEach(function (e) { e[0].setAttribute('y', e[1] + dy); });\n"
 	"}\n"
 	"/* the title of the view shown (the idle control switches between two) */\n"
+	"var SW = null;   /* the callers/callees view, when its script is there */\n"
 	"var TT = $('title'), TITLE0 = TT.querySelector('title').textContent;\n"
 	"var TITLE1 = TT.getAttribute('data-alt') || TITLE0;\n"
 	"function retitle() {\n"
@@ -813,7 +817,9 @@ static const char fg_script[] =
 	"  if (term !== null) parts.push('s=' + encodeURIComponent(term));\n"
 	"  if (filter !== 'all') parts.push('t=' + filter);\n"
 	"  if (idle !== IDLE0) parts.push('i=' + (idle ? 1 : 0));\n"
+	"  if (extra) parts.push(extra);\n"
 	"  var h = parts.length ? '#' + parts.join('&') : '';\n"
+	"  if (SW) SW.refresh();\n"
 	"  if (location.hash !== h && !(h === '' && location.hash === '#'))\n"
 	"    history.replaceState(null, '', location.href.split('#')[0] + h);\n"
 	"}\n"
@@ -822,6 +828,8 @@ static const char fg_script[] =
 	"  var x = h.has('x') ? h.get('x') : q.get('x'), s = h.has('s') ? h.get('s') : q.get('s');\n"
 	"  var t = h.has('t') ? h.get('t') : q.get('t'), i = h.has('i') ? h.get('i') : q.get('i');\n"
 	"  term = null;\n"
+	"  /* the callers/callees view's part (its script opens it) */\n"
+	"  extra = h.has('sw') ? 'sw=' + encodeURIComponent(h.get('sw')) : null;\n"
 	"  if (IB) { idle = i === null ? IDLE0 : i === '1'; setIdle(idle); }\n"
 	"  setFilter(t || 'all');\n"
 	"  zoom(x !== null && byId['f' + x] ? byId['f' + x] : null);\n"
@@ -854,9 +862,19 @@ static const char fg_script[] =
 	"  var w = W; fit(); if (w !== W) zoom(zoomed);\n"
 	"});\n"
 	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
+	"  /* for the callers/callees view (a second script) */\n"
+	"  frames: F, byId: byId, zoomed: function () { return zoomed; },\n"
+	"  term: function () { return term; }, width: function () { return W; },\n"
+	"  setExtra: function (v) { extra = v; save(); }, fitHeight: function () { H = -1; fitHeight(); },\n"
+	"  setHeight: function (h) {\n"
+	"    H = h; SVG.setAttribute('height', h); SVG.setAttribute('viewBox', '0 0 ' + W + ' ' + h);\n"
+	"    $('background').setAttribute('height', h);\n"
+	"    LOW.forEach(function (e) { e[0].setAttribute('y', e[1] + h - H0); });\n"
+	"  },\n"
 	"  filter: function (v) { setFilter(v); zoom(null); },\n"
 	"  idle: function (on) { setIdle(on); zoom(null); },\n"
-	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
+	"  search: search, askSearch: askSearch, clearSearch: clearSearch,\n"
+	"  sandwich: function (v) { SW = v; } };\n"
 	"fit();\n"
 	"load();\n"
 	"/* open on the top of the stacks: the highest frame shown just under the\n"
@@ -1036,6 +1054,8 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		}
 	}
 	fputs("</text>\n", out);
+	fprintf(out, "<text id=\"sandwich\" class=\"btn hide\" x=\"%d\" y=\"24\">Callers &amp; callees"
+		"</text>\n", FG_PAD + 100);
 	fprintf(out, "<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
 		"<text id=\"search\" class=\"btn\" x=\"%d\" y=\"24\">Search</text>\n"
 		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
@@ -1073,6 +1093,8 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 	fprintf(out, "<g class=\"f%s\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\"",
 		shown ? "" : " hide", idx, (unsigned long long)g->x[node], (unsigned long long)sw,
 		(unsigned)g->p->nodes[node].depth);
+	if (node && g->fn_of)   /* the function (summary's grouping), for callers and callees */
+		fprintf(out, " data-fn=\"%u\"", g->fn_of[g->p->nodes[node].frame]);
 	if (g->tc) {   /* the filter: parent frame, then thread:samples[:idle samples] */
 		fprintf(out, " data-p=\"%d\" data-t=\"", node ? (int)g->emit[g->p->nodes[node].parent] : -1);
 		for (uint32_t j = g->tc_first[node]; j < g->tc_first[node + 1]; j++) {
@@ -1169,8 +1191,10 @@ static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *ou
 	fputs("<g id=\"frames\">\n", out);
 	for (size_t i = 0; i < g->n_order; i++)
 		fg_frame(g, out, i, g->order[i], height);
-	fprintf(out, "</g>\n<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
-		fg_script);
+	fprintf(out, "</g>\n<g id=\"sw\" class=\"hide\"></g>\n"
+		"<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n"
+		"<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
+		fg_script, rbp_fg_sandwich_script);
 	return ferror(out) ? RBP_EIO : RBP_OK;
 }
 
@@ -1184,6 +1208,7 @@ static void fg_free(struct fg *g)
 	free(g->incl);
 	free(g->alt);
 	free(g->base);
+	free(g->fn_of);
 	free(g->x);
 	free(g->first);
 	free(g->kids);
@@ -1204,6 +1229,17 @@ int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_op
 		return RBP_ENOMEM;
 	}
 	fg_inclusive(&g);
+	{   /* functions, for the callers/callees view */
+		struct rbp_row *rows = NULL;
+		size_t n_rows;
+		if (!(g.fn_of = calloc(p->n_frames + 1, sizeof(*g.fn_of))) ||
+		    rbp_rows_make(p, 0, g.fn_of, &rows, &n_rows)) {
+			free(rows);
+			fg_free(&g);
+			return RBP_ENOMEM;
+		}
+		free(rows);
+	}
 	if ((err = fg_thread_counts(&g)) == RBP_OK && (err = fg_sort(&g)) == RBP_OK) {
 		fg_layout(&g);
 		for (size_t i = 1; g.diff && i < g.n_order; i++) {   /* the colour scale */

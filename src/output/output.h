@@ -148,4 +148,7 @@ struct rbp_thread_ord *rbp_thread_order(const struct rbp_profile *p);
  */
 int rbp_frame_name(const struct rbp_pframe *f, char *buf, size_t cap);
 
+/* The flame graph's callers/callees script (sandwich.c), after its own. */
+extern const char rbp_fg_sandwich_script[];
+
 #endif

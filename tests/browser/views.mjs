@@ -30,6 +30,22 @@
 //   focus     clicking the node LABEL leaves exactly it and its callers and
 //             callees (the DOT file's edges) undimmed, and its edges; the
 //             URL says #focus=N, which reopens the same view; Esc shows all
+//
+//   node tests/browser/views.mjs sandwich FILE.svg [--name P] --fn LABEL --total N
+//        --caller LABEL --callee LABEL [--search REGEX --search-total N]
+//        [--screenshot FILE.png]
+//
+// sandwich (the flame graph's callers and callees view):
+//   sandwich  clicking the widest frame of LABEL, then "Callers & callees",
+//             shows LABEL merged over all its occurrences: its total within
+//             2 % of N (the folded stacks' count, once per sample), the
+//             middle box full width, --caller among the boxes below and
+//             --callee among those above, each inside its parent's span
+//   sw-sane   no NaN, every box inside the image
+//   sw-url    the URL (#...sw=fN) reopens the same view; Esc goes back to
+//             the flame graph and takes sw= out of the URL
+//   sw-search with --search: the search REGEX, then "Callers & callees",
+//             gives a total within 2 % of --search-total
 // Exit status 1 when a check failed.
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -43,8 +59,8 @@ function parseArgs(argv) {
 		if (k === 'neutral') a.neutral.push(v);
 		else a[k] = v;
 	}
-	if (!a.file || !['diff', 'callgraph'].includes(a.mode)) {
-		console.error('usage: views.mjs diff|callgraph FILE.svg [options]');
+	if (!a.file || !['diff', 'callgraph', 'sandwich'].includes(a.mode)) {
+		console.error('usage: views.mjs diff|callgraph|sandwich FILE.svg [options]');
 		process.exit(2);
 	}
 	return a;
@@ -53,7 +69,7 @@ function parseArgs(argv) {
 const args = parseArgs(process.argv.slice(2));
 let failed = 0;
 function report(check, ok, why) {
-	if (ok) console.log(`ok ${args.name}/${check}`);
+	if (ok) console.log(`ok ${args.name}/${check}${why ? `: ${why}` : ""}`);
 	else { failed++; console.log(`FAIL ${args.name}/${check}: ${why}`); }
 	return ok;
 }
@@ -79,8 +95,8 @@ async function sanity(page) {
 		}
 		const svg = document.documentElement, box = svg.getBoundingClientRect();
 		let outside = 0, first = '', drawn = 0;
-		for (const r of document.querySelectorAll('g.f rect, g.node :is(polygon, ellipse, path)')) {
-			const g = r.closest('g.f, g.node');
+		for (const r of document.querySelectorAll('g.f rect, g.sf rect, g.node :is(polygon, ellipse, path)')) {
+			const g = r.closest('g.f, g.sf, g.node');
 			if (getComputedStyle(g).display === 'none') continue;
 			const b = r.getBoundingClientRect();
 			if (!b.width) continue;
@@ -212,6 +228,72 @@ async function checkCallgraph(browser, url) {
 	await page.close();
 }
 
+async function swState(page) {
+	return page.evaluate(() => {
+		const l = window.rbpeekSandwich.last(), W = +document.documentElement.getAttribute('width');
+		const boxes = [...document.querySelectorAll('#sw g.sf')].map((g) => {
+			const r = g.querySelector('rect');
+			return { side: g.dataset.side, name: g.querySelector('title').textContent,
+				x: +r.getAttribute('x'), w: +r.getAttribute('width') };
+		});
+		return { total: l ? l.total : null, W, boxes, hash: location.hash,
+			framesShown: !document.getElementById('frames').classList.contains('hide'),
+			head: document.getElementById('sw-head')?.textContent || '' };
+	});
+}
+
+async function checkSandwich(browser, url) {
+	const errors = [], probs = [];
+	const page = await open(browser, url, errors);
+	const id = await page.evaluate((fn) => {
+		const gs = [...document.querySelectorAll('#frames > g.f')].filter((g) => {
+			const t = g.querySelector('title').textContent;
+			return t.startsWith(fn + ' (') && getComputedStyle(g).display !== 'none';
+		});
+		gs.sort((a, b) => b.dataset.w - a.dataset.w);
+		return gs.length ? gs[0].id : null;
+	}, args.fn);
+	if (!id)
+		return report('sandwich', false, `no frame ${args.fn}`);
+	await page.locator(`#${id} > rect`).click();
+	await page.locator('#sandwich').click();
+	const st = await swState(page);
+	const want = +args.total;
+	if (st.total === null || Math.abs(st.total - want) > 0.02 * want)
+		probs.push(`total ${st.total}, the folded stacks say ${want}`);
+	const mid = st.boxes.find((b) => b.side === 'self');
+	if (!mid || Math.abs(mid.w - (st.W - 20)) > 0.02) probs.push(`the middle box is ${mid && mid.w} wide in ${st.W}`);
+	const has = (side, n) => st.boxes.some((b) => b.side === side && b.name.startsWith(n + ' ('));
+	if (!has('caller', args.caller)) probs.push(`no caller ${args.caller}`);
+	if (!has('callee', args.callee)) probs.push(`no callee ${args.callee}`);
+	if (st.framesShown) probs.push('the flame graph is still shown');
+	if (!st.head.includes(`${want.toLocaleString('en-US')} samples`) && st.total === want) probs.push(`header "${st.head}"`);
+	report('sandwich', !probs.length && !errors.length, `${args.fn}: ${probs.concat(errors).join('; ')} (${st.head})`);
+	const s = await sanity(page);
+	const outside = st.boxes.filter((b) => b.x < 9.99 || b.x + b.w > st.W - 9.99);
+	report('sw-sane', !s.probs.length && !outside.length, s.probs.concat(outside.slice(0, 2).map((b) => `${b.name} at ${b.x}+${b.w}`)).join('; '));
+	if (args.screenshot) await page.screenshot({ path: args.screenshot });
+	const p2 = [];
+	if (!/sw=f\d+/.test(st.hash)) p2.push(`URL ${page.url()}`);
+	const again = await open(browser, page.url(), errors);
+	const st2 = await swState(again);
+	if (st2.total !== st.total || st2.framesShown) p2.push(`${page.url()} reopened: total ${st2.total}`);
+	await again.close();
+	await page.keyboard.press('Escape');
+	const st3 = await swState(page);
+	if (!st3.framesShown || /sw=/.test(st3.hash)) p2.push(`after Esc: graph shown ${st3.framesShown}, URL ${st3.hash}`);
+	report('sw-url', !p2.length, p2.join('; '));
+	if (args.search) {
+		await page.keyboard.press('Escape');   // leave the zoom
+		await page.evaluate((re) => window.rbpeekFlamegraph.search(re), args.search);
+		await page.locator('#sandwich').click();
+		const ss = await swState(page), w2 = +args['search-total'];
+		report('sw-search', ss.total !== null && Math.abs(ss.total - w2) <= 0.02 * w2,
+			`/${args.search}/: total ${ss.total}, the folded stacks say ${w2}`);
+	}
+	await page.close();
+}
+
 const browser = await chromium.launch({
 	executablePath: '/usr/bin/chromium',
 	args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
@@ -221,8 +303,10 @@ try {
 	const url = pathToFileURL(resolve(args.file)).href;
 	if (args.mode === 'diff')
 		await checkDiff(browser, url);
-	else
+	else if (args.mode === 'callgraph')
 		await checkCallgraph(browser, url);
+	else
+		await checkSandwich(browser, url);
 } catch (e) {
 	report('browser', false, String(e && e.stack || e).split('\n')[0]);
 } finally {

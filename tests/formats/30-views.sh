@@ -29,6 +29,12 @@
 #                   callgraph` (Graphviz's SVG) in Chromium: one node per
 #                   function, nothing outside the image, no NaN, a click on
 #                   Parser#term leaves it, its callers and callees undimmed
+#   sandwich/...    the flame graph of the same recording in Chromium: a
+#                   click on Parser#factor, then "Callers & callees": its
+#                   total (outermost occurrences only) within 2 % of the
+#                   folded stacks' (once per sample), Parser#term among its
+#                   callers, Parser#expr among its callees, the view in the
+#                   URL, Esc back; a search for Object#fib the same
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/30-views.sh   runs it with that build
 set -uo pipefail
@@ -351,6 +357,29 @@ check_callgraph() {
 		--name views/callgraph/browser --dot "$work/recursion.dot" --focus 'Parser#term' \
 		--screenshot "$SHOTS/callgraph.png" 2>&1)
 	node_results callgraph/browser $? "$out"
+	check_sandwich
+}
+
+# The flame graph's callers and callees of the recursive functions: totals
+# as the folded stacks count them (once per sample).
+check_sandwich() {
+	local totals factor fib out
+	if ! timeout 60 "$RBPEEK" report -i "$work/recursion.raw.gz" -o "$work/recursion.svg" 2>"$work/sw.err"; then
+		fail sandwich "report: $(tail -n 2 "$work/sw.err" | tr '\n' ' ')"
+		return
+	fi
+	totals=$(ruby -e '
+		t = Hash.new(0)
+		File.foreach(ARGV[0], encoding: "UTF-8") do |l|
+		  s, c = l.chomp.match(/\A(.*) (\d+)\z/).captures
+		  s.split(";").map { |f| f.sub(/ \((.*):-?\d+\)\z/, "") }.uniq.each { |f| t[f] += c.to_i }
+		end
+		puts t["Parser#factor"], t["Object#fib"]' "$work/recursion.txt")
+	{ read -r factor; read -r fib; } <<<"$totals"
+	out=$(timeout 300 node tests/browser/views.mjs sandwich "$work/recursion.svg" --name views/sandwich \
+		--fn 'Parser#factor' --total "$factor" --caller 'Parser#term' --callee 'Parser#expr' \
+		--search '^Object#fib ' --search-total "$fib" --screenshot "$SHOTS/sandwich.png" 2>&1)
+	node_results sandwich $? "$out"
 }
 
 main() {
