@@ -34,9 +34,10 @@
  * every resize: the 1200 px written are for viewers without scripts) and
  * its height to the stacks of the view shown (the deepest frame with
  * samples in it: no empty band above the graph when the other idle view
- * or another thread is deeper), and opens at the top: the title and the
- * top of the stacks in view, the root below them (at once when the graph
- * fits the window).  A legend says what the colours mean.
+ * or another thread is deeper), and opens at the top of the stacks: an
+ * image that fits the window is seen whole, a taller one with the deepest
+ * level that still holds a quarter of the samples at the top of the window (thin
+ * towers above it, the root below).  A legend says what the colours mean.
  *
  * Idle samples (RBP_SAMPLE_IDLE: threads waiting for work).  When the
  * profile has any, the graph is laid out for the view it opens on (idle
@@ -877,14 +878,18 @@ static const char fg_script[] =
 	"  sandwich: function (v) { SW = v; } };\n"
 	"fit();\n"
 	"load();\n"
-	"/* open on the top of the stacks: the highest frame shown just under the\n"
-	"   title (at the top of the image unless a zoom in the URL left less) */\n"
+	"/* open on the top of the stacks: the image fitting the window is seen\n"
+	"   whole; a taller one opens with the deepest level that still holds a quarter\n"
+	"   of the samples at the top of the window (narrower stacks above it, the\n"
+	"   root below) */\n"
 	"(function () {\n"
-	"  var y = H;\n"
+	"  var sum = [], d = 0;\n"
+	"  if (H <= (window.innerHeight || H) || !total) return;\n"
 	"  F.forEach(function (f) {\n"
-	"    if (!f.g.classList.contains('hide')) y = Math.min(y, +f.r.getAttribute('y') + H - H0);\n"
+	"    if (!f.g.classList.contains('hide') && f.w > 0) sum[f.d] = (sum[f.d] || 0) + f.w;\n"
 	"  });\n"
-	"  window.scrollTo(0, Math.max(0, y - TOP));\n"
+	"  sum.forEach(function (v, i) { if (v >= 0.25 * total) d = i; });\n"
+	"  window.scrollTo(0, Math.max(0, H - BOTTOM - (d + 1) * FH - TOP));\n"
 	"})();\n"
 	"})();\n";
 

@@ -35,6 +35,10 @@
 #                   folded stacks' (once per sample), Parser#term among its
 #                   callers, Parser#expr among its callees, the view in the
 #                   URL, Esc back; a search for Object#fib the same
+#   flamegraph-deep/... tests/browser/flamegraph.mjs on that flame graph,
+#                   whose dive(90) recursion holds a third of the samples 90
+#                   levels up: it opens with that level near the top of the
+#                   window (it opened scrolled to the bottom, level 90 unseen)
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/30-views.sh   runs it with that build
 set -uo pipefail
@@ -111,7 +115,8 @@ write_diff_target() {
 	cat >"$work/twice.rb" <<'EOF'
 # twice.rb K VARIANT: Target#work sleeps K times as long as Steady#work and
 # Other#work, in a loop of fixed period (Pad#rest sleeps the rest), so the
-# shares of the others do not move when K does
+# shares of the others do not move when K does.  The thread works so little
+# that it may be taken for one that only waits: the test keeps idle samples
 k = Float(ARGV[0])
 variant = ARGV[1]
 STEP = 0.025
@@ -144,10 +149,10 @@ EOF
 check_diff() {
 	write_diff_target
 	record_cmd diff/record-base "$work/base.raw.gz" -r 200 -- ruby --disable-gems "$work/twice.rb" 1 base || return
-	record_cmd diff/record-new "$work/rec-diff.txt" -r 200 --diff "$work/base.raw.gz" -f summary \
+	record_cmd diff/record-new "$work/rec-diff.txt" -r 200 --idle --diff "$work/base.raw.gz" -f summary \
 		--raw-file "$work/new.raw.gz" -- ruby --disable-gems "$work/twice.rb" 2 new || return
 	local msg out
-	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -f summary \
+	if ! timeout 60 "$RBPEEK" report --idle --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -f summary \
 		-o "$work/diff.txt" 2>"$work/diff.err"; then
 		fail diff/report "$(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
 		return
@@ -177,7 +182,7 @@ check_diff() {
 	else
 		fail diff/summary "$msg"
 	fi
-	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.svg" \
+	if ! timeout 60 "$RBPEEK" report --idle --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.svg" \
 		2>"$work/diff.err"; then
 		fail diff/flamegraph "$(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
 	elif ! browser_ready; then
@@ -201,9 +206,9 @@ check_diff_pprof() {
 	mkdir -p "$work/gohome"
 	local f
 	for f in base new; do
-		timeout 60 "$RBPEEK" report -i "$work/$f.raw.gz" -o "$work/$f.pb.gz" 2>/dev/null
+		timeout 60 "$RBPEEK" report --idle -i "$work/$f.raw.gz" -o "$work/$f.pb.gz" 2>/dev/null
 	done
-	if ! timeout 60 "$RBPEEK" report --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.pb.gz" \
+	if ! timeout 60 "$RBPEEK" report --idle --diff "$work/base.raw.gz" -i "$work/new.raw.gz" -o "$work/diff.pb.gz" \
 		2>"$work/diff.err"; then
 		fail diff/pprof "report --diff -f pprof: $(tail -n 2 "$work/diff.err" | tr '\n' ' ')"
 		return
@@ -283,6 +288,7 @@ end
 def gen(r, d) = d.zero? || r.rand < 0.3 ? r.rand(9).to_s : "(#{gen(r, d - 1)}#{%w[+ - *].sample(random: r)}#{gen(r, d - 1)})"
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 def ack(m, n) = m.zero? ? n + 1 : n.zero? ? ack(m - 1, 1) : ack(m - 1, ack(m, n - 1))
+def dive(n) = n.zero? ? 300_000.times.sum : dive(n - 1)   # 90 deep, a third of the time at the bottom
 
 r = Random.new(1)
 src = Array.new(12) { gen(r, 12) }.join("+")
@@ -291,6 +297,7 @@ until Process.clock_gettime(Process::CLOCK_MONOTONIC) > stop
   Parser.new(src).parse
   fib(19)
   ack(2, 120)
+  dive(90)
 end
 EOF
 }
@@ -380,6 +387,10 @@ check_sandwich() {
 		--fn 'Parser#factor' --total "$factor" --caller 'Parser#term' --callee 'Parser#expr' \
 		--search '^Object#fib ' --search-total "$fib" --screenshot "$SHOTS/sandwich.png" 2>&1)
 	node_results sandwich $? "$out"
+	# where the flame graph of this deep recursion opens (issue 25 item 5)
+	out=$(timeout 300 node tests/browser/flamegraph.mjs "$work/recursion.svg" --name views/flamegraph-deep \
+		--expect 'Object#dive' 2>&1)
+	node_results flamegraph-deep $? "$out"
 }
 
 main() {
