@@ -46,6 +46,13 @@
 //             the flame graph and takes sw= out of the URL
 //   sw-search with --search: the search REGEX, then "Callers & callees",
 //             gives a total within 2 % of --search-total
+//
+//   node tests/browser/views.mjs sane FILE.svg [--name P]
+//
+// sane (any of the SVG views, e.g. of a big real program): it loads with no
+//   JS error, no NaN or Infinity, every frame or node inside the image; for
+//   a flame graph also the callers & callees view of its widest frame 3
+//   levels up or more (sw-sane)
 // Exit status 1 when a check failed.
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -59,8 +66,8 @@ function parseArgs(argv) {
 		if (k === 'neutral') a.neutral.push(v);
 		else a[k] = v;
 	}
-	if (!a.file || !['diff', 'callgraph', 'sandwich'].includes(a.mode)) {
-		console.error('usage: views.mjs diff|callgraph|sandwich FILE.svg [options]');
+	if (!a.file || !['diff', 'callgraph', 'sandwich', 'sane'].includes(a.mode)) {
+		console.error('usage: views.mjs diff|callgraph|sandwich|sane FILE.svg [options]');
 		process.exit(2);
 	}
 	return a;
@@ -88,10 +95,13 @@ async function open(browser, url, errors, width = 1400, height = 900) {
 async function sanity(page) {
 	return page.evaluate(() => {
 		const probs = [];
-		const bad = /\bNaN\b|\bInfinity\b/;
+		// numbers only: geometry attributes, and figures in the text (a
+		// function may well be named NaN or Infinity)
+		const bad = /\bNaN\b|\bInfinity\b/, geom = /^(x|y|x1|x2|y1|y2|cx|cy|rx|ry|r|width|height|viewBox|transform|points|d|data-[a-z]+)$/;
+		const figure = /\b(NaN|Infinity)( ?%| points| samples?\b|\)|,|$)/;
 		for (const e of document.querySelectorAll('*')) {
-			for (const at of e.attributes) if (bad.test(at.value)) probs.push(`<${e.tagName} ${at.name}="${at.value.slice(0, 60)}">`);
-			for (const n of e.childNodes) if (n.nodeType === 3 && bad.test(n.textContent)) probs.push(`text "${n.textContent.slice(0, 60)}"`);
+			for (const at of e.attributes) if (geom.test(at.name) && bad.test(at.value)) probs.push(`<${e.tagName} ${at.name}="${at.value.slice(0, 60)}">`);
+			for (const n of e.childNodes) if (n.nodeType === 3 && figure.test(n.textContent)) probs.push(`text "${n.textContent.slice(0, 60)}"`);
 		}
 		const svg = document.documentElement, box = svg.getBoundingClientRect();
 		let outside = 0, first = '', drawn = 0;
@@ -294,6 +304,27 @@ async function checkSandwich(browser, url) {
 	await page.close();
 }
 
+async function checkSane(browser, url) {
+	const errors = [];
+	const page = await open(browser, url, errors);
+	const s = await sanity(page);
+	report('load', !errors.length, errors.join('; '));
+	report('sane', !s.probs.length, `${s.drawn} shapes; ${s.probs.slice(0, 3).join('; ')}`);
+	const id = await page.evaluate(() => {
+		if (!window.rbpeekSandwich) return null;
+		const gs = [...document.querySelectorAll('#frames > g.f')].filter((g) => +g.dataset.d >= 3 && +g.dataset.w > 0);
+		gs.sort((a, b) => b.dataset.w - a.dataset.w);
+		return gs.length ? gs[0].id : null;
+	});
+	if (id) {
+		const r = await page.evaluate((i) => { const x = window.rbpeekSandwich.open(i); return x ? x.total : null; }, id);
+		const s2 = await sanity(page);
+		report('sw-sane', r > 0 && !s2.probs.length && !errors.length,
+			`callers & callees of ${id}: total ${r}, ${s2.drawn} boxes; ${s2.probs.concat(errors).slice(0, 3).join('; ')}`);
+	}
+	await page.close();
+}
+
 const browser = await chromium.launch({
 	executablePath: '/usr/bin/chromium',
 	args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
@@ -305,8 +336,10 @@ try {
 		await checkDiff(browser, url);
 	else if (args.mode === 'callgraph')
 		await checkCallgraph(browser, url);
-	else
+	else if (args.mode === 'sandwich')
 		await checkSandwich(browser, url);
+	else
+		await checkSane(browser, url);
 } catch (e) {
 	report('browser', false, String(e && e.stack || e).split('\n')[0]);
 } finally {

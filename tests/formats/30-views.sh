@@ -39,8 +39,14 @@
 #                   whose dive(90) recursion holds a third of the samples 90
 #                   levels up: it opens with that level near the top of the
 #                   window (it opened scrolled to the bottom, level 90 unseen)
+#   real/...        rubocop (a big real program) linting lib/, recorded
+#                   twice: its flame graph (and callers & callees of its
+#                   widest frame), call graph and differential flame graph in
+#                   Chromium: no JS error, no NaN, every frame or node inside
+#                   the image
 # Prints "ok NAME" / "FAIL NAME: reason" / "skip NAME: reason"; exit 1 on a FAIL.
 #   BUILD=build-asan tests/formats/30-views.sh   runs it with that build
+# e2e-timeout: 600 (five recordings, rubocop twice, about 20 Chromium pages: 100-120 s on a loaded 2-core machine)
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 formats_init views
@@ -115,25 +121,25 @@ write_diff_target() {
 	cat >"$work/twice.rb" <<'EOF'
 # twice.rb K VARIANT: Target#work sleeps K times as long as Steady#work and
 # Other#work, in a loop of fixed period (Pad#rest sleeps the rest), so the
-# shares of the others do not move when K does.  The thread works so little
-# that it may be taken for one that only waits: the test keeps idle samples
+# shares of the others do not move when K does, whatever the load (no CPU
+# work to slow down).  The thread only sleeps, so it is taken for one that
+# waits for work: the test keeps idle samples (--idle)
 k = Float(ARGV[0])
 variant = ARGV[1]
-STEP = 0.025
+STEP = 0.05
 class Steady; def work = sleep(STEP); end
 class Other; def work = sleep(STEP); end
 class Target; def work(k) = sleep(STEP * k); end
-class Legacy; def old_path = sleep(0.01); end
-class Fresh; def new_path = sleep(0.01); end
+class Legacy; def old_path = sleep(0.02); end
+class Fresh; def new_path = sleep(0.02); end
 class Pad
   def rest(t0)
-    20_000.times.sum   # a little work: the thread is not one that only waits
-    left = t0 + 0.2 - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    left = t0 + 0.45 - Process.clock_gettime(Process::CLOCK_MONOTONIC)
     sleep(left) if left > 0
   end
 end
 s, o, t, pad = Steady.new, Other.new, Target.new, Pad.new
-stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 4
+stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 4.5
 loop do
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   break if t0 > stop
@@ -293,7 +299,9 @@ def dive(n) = n.zero? ? 300_000.times.sum : dive(n - 1)   # 90 deep, a third of 
 r = Random.new(1)
 src = Array.new(12) { gen(r, 12) }.join("+")
 stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 3
-until Process.clock_gettime(Process::CLOCK_MONOTONIC) > stop
+n = 0
+# for 3 s, and 8 rounds at least: each function sampled, however loaded the machine
+until (n += 1) > 8 && Process.clock_gettime(Process::CLOCK_MONOTONIC) > stop
   Parser.new(src).parse
   fib(19)
   ack(2, 120)
@@ -340,7 +348,9 @@ check_callgraph() {
 	record_cmd callgraph/record "$work/recursion.raw.gz" -r 200 -- ruby --disable-gems "$work/recursion.rb" || return
 	local msg out f
 	for f in recursion.dot recursion.callgraph.svg recursion.txt; do
-		if ! timeout 60 "$RBPEEK" report -i "$work/recursion.raw.gz" -o "$work/$f" $([[ $f == *.txt ]] && echo -f collapsed) \
+		# nothing pruned: every function with samples is compared, in the DOT and drawn
+		if ! timeout 60 "$RBPEEK" report -i "$work/recursion.raw.gz" -o "$work/$f" \
+			$([[ $f == *.txt ]] && echo -f collapsed) $([[ $f != *.txt ]] && echo --node-fraction 0 --edge-fraction 0) \
 			2>"$work/cg.err"; then
 			fail callgraph/report "report -o $f: $(tail -n 2 "$work/cg.err" | tr '\n' ' ')"
 			return
@@ -393,12 +403,41 @@ check_sandwich() {
 	node_results flamegraph-deep $? "$out"
 }
 
+# A big real program (rubocop linting rbpeek's lib/, twice) in every view:
+# nothing outside the image, no NaN, no JS error.
+check_real() {
+	if ! command -v rubocop >/dev/null; then
+		skip real "rubocop not installed (Debian package rubocop)"
+		return
+	fi
+	local run out f
+	for run in 1 2; do   # rubocop exits 1 when it finds offences: only the file matters
+		XDG_CACHE_HOME=$work/cache timeout 120 "$RBPEEK" record --silent -r 200 -o "$work/rubocop-$run.raw.gz" \
+			-- rubocop --cache false lib >/dev/null 2>"$work/real.err"
+		[[ -s $work/rubocop-$run.raw.gz ]] ||
+			{ fail real/record "record -- rubocop: $(tail -n 3 "$work/real.err" | tr '\n' ' ')"; return; }
+	done
+	for f in rubocop.svg rubocop.callgraph.svg; do
+		timeout 120 "$RBPEEK" report -i "$work/rubocop-2.raw.gz" -o "$work/$f" 2>"$work/real.err" ||
+			{ fail real/report "report -o $f: $(tail -n 2 "$work/real.err" | tr '\n' ' ')"; return; }
+	done
+	timeout 120 "$RBPEEK" report --diff "$work/rubocop-1.raw.gz" -i "$work/rubocop-2.raw.gz" \
+		-o "$work/rubocop-diff.svg" 2>"$work/real.err" ||
+		{ fail real/report "report --diff: $(tail -n 2 "$work/real.err" | tr '\n' ' ')"; return; }
+	browser_ready || { skip real/browser "${browser_why:-tools/install-browser-deps.sh failed}"; return; }
+	for f in rubocop.svg rubocop.callgraph.svg rubocop-diff.svg; do
+		out=$(timeout 300 node tests/browser/views.mjs sane "$work/$f" --name "views/real/${f%.svg}" 2>&1)
+		node_results "real/$f" $? "$out"
+	done
+}
+
 main() {
 	[[ -x $RBPEEK ]] || { fail build "$RBPEEK not built (run make)"; return; }
 	command -v ruby >/dev/null || { fail target "ruby not found (run tools/install-deps.sh)"; return; }
 	check_speedscope_active
 	check_diff
 	check_callgraph
+	check_real
 }
 
 main
