@@ -164,6 +164,12 @@ async function check(browser, base, index, load) {
 			// next one); the table is virtualized, so scroll it through
 			const names = new Set();
 			const count = Math.max(load.profiles, 1);
+			// the file opens on its busiest thread (activeProfileIndex), not
+			// necessarily the first: go back to the first ('p': previous)
+			for (let i = 1; i < count; i++) {
+				await page.keyboard.press('p');
+				await page.waitForTimeout(100);
+			}
 			for (let i = 0; i < count; i++) {
 				if (i) {
 					await page.keyboard.press('n');
