@@ -20,6 +20,8 @@
 #                   are approximate, --sampler=bpf falls back to ptrace
 #   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
 #                   not available (the gem does this when libdw-dev is missing)
+#   make GRAPHVIZ=0 build without Graphviz (libgvc): -f callgraph writes DOT
+#                   text (the default when pkg-config finds no libgvc)
 #   make clean
 
 VERSION   := 0.1.0
@@ -72,7 +74,17 @@ CFLAGS    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
+# Graphviz's library (libgraphviz-dev: libgvc, libcgraph) lays out -f
+# callgraph (src/output/gvrender.c); GRAPHVIZ=0, and the static build, have
+# src/output/gvrender_none.c instead and write the call graph as DOT text.
+GRAPHVIZ  ?= $(if $(filter 1,$(STATIC)),0,$(if $(shell pkg-config --exists libgvc 2>/dev/null && echo y),1,0))
+ifeq ($(GRAPHVIZ),1)
+CPPFLAGS  += $(shell pkg-config --cflags libgvc 2>/dev/null)
+LDLIBS    += -Wl,--as-needed $(or $(shell pkg-config --libs libgvc 2>/dev/null),-lgvc -lcgraph -lcdt) -Wl,--no-as-needed
+endif
+
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
+LIB_SRC   := $(filter-out src/output/gvrender$(if $(filter 1,$(GRAPHVIZ)),_none,).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out $(if $(filter 0,$(BPF)),$(BPF_LOADERS),$(BPF_LOADERS:.c=_none.c)) \

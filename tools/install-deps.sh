@@ -37,6 +37,9 @@
 #                     libelf.a come with libdw-dev/libelf-dev, libz.a with
 #                     zlib1g-dev; Debian 13's libdw.a also needs libzstd.a);
 #                     pkg-config --static names the set libdw.a needs
+#   libgraphviz-dev   Graphviz's library (libgvc, libcgraph): lays out
+#                     -f callgraph (the distro build; the static binary
+#                     writes DOT text instead)
 #   libbpf-dev, bpftool
 #                     the eBPF programs (src/bpf/*.bpf.c, compiled by clang):
 #                     libbpf loads them (libbpf.a for make static), bpftool
@@ -54,7 +57,7 @@ set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler ruby-rails ruby-sqlite3
-	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool"
+	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool libgraphviz-dev"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git"
 fi

@@ -332,6 +332,37 @@ char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle,
 int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
 		      const char *output, const char *raw, unsigned hide, int silent,
 		      const char *title);
+/*
+ * The same for --diff: the raw copy is of p (the new recording), fmt is
+ * written from diff (rbp_profile_diff of a BASE and p).
+ */
+int cli_write_outputs_diff(const struct rbp_profile *p, const struct rbp_profile *diff,
+			   const struct rbp_format *fmt, const char *output, const char *raw,
+			   int silent, const char *title);
+/*
+ * --diff BASE (diff.c), of record and report.  cli_diff_load: whether fmt
+ * can show a diff (flamegraph, summary, pprof), then BASE's raw file into
+ * *base (idle threads marked); prints the error and returns EXIT_USAGE or
+ * EXIT_RAW (*base then freed), else 0.  cli_diff_write: NEW (cur, idle
+ * threads marked) against it, idle samples left out unless keep_idle, as
+ * cli_write_outputs_diff writes; returns its exit code.
+ */
+int cli_diff_load(const char *cmd, const char *path, const struct rbp_format *fmt,
+		  struct rbp_profile *base);
+int cli_diff_write(const struct rbp_profile *base, const char *base_path,
+		   const struct rbp_profile *cur, const struct rbp_format *fmt, const char *output,
+		   const char *raw, int keep_idle, int silent);
+/*
+ * The call graph's pruning options (graphopt.c): cli_graph_opt takes
+ * --NAME ARG (node-fraction, edge-fraction, node-count; the usage error,
+ * EXIT_USAGE, when bad); cli_graph_opts puts them into a writer's options.
+ */
+#define CLI_OPTS_GRAPH { "node-fraction", required_argument, NULL, CLI_OPT_GRAPH }, \
+	{ "edge-fraction", required_argument, NULL, CLI_OPT_GRAPH }, \
+	{ "node-count", required_argument, NULL, CLI_OPT_GRAPH }
+#define CLI_OPT_GRAPH 0x1100
+int cli_graph_opt(const char *cmd, const char *name, const char *arg);
+void cli_graph_opts(struct rbp_output_opts *oo);
 /* How many raw files, and bytes, the cache directory keeps (README, man page). */
 #define CLI_RAW_KEEP 20
 #define CLI_RAW_KEEP_BYTES (512ull << 20)

@@ -72,6 +72,14 @@ static const char record_usage[] =
 	"                          to PATH instead of the cache directory ~/.cache/rbpeek,\n"
 	"                          which keeps the newest 20 raw files (and 512 MB at most)\n"
 	"      --no-raw            keep no raw profile\n"
+	"      --diff BASE         write how this recording differs from the raw file BASE\n"
+	"                          (a recording of the same program): a differential flame\n"
+	"                          graph, -f summary's table of the largest changes, or a\n"
+	"                          pprof diff (as go tool pprof -normalize -diff_base)\n"
+	"      --node-fraction F   -f callgraph/dot: leave out functions under this fraction\n"
+	"                          of the samples (default 0.005; 0 keeps all)\n"
+	"      --edge-fraction F   ... and calls under this fraction (default 0.001)\n"
+	"      --node-count N      ... and all but the N largest functions (default 80)\n"
 	"      --silent            no live status on stderr\n"
 	"      --no-drop-root      run COMMAND as root from a root shell (refused under sudo,\n"
 	"                          where COMMAND runs as the invoking user)\n"
@@ -104,12 +112,13 @@ struct record_opts {
 	const char *raw;          /* --raw-file PATH, "" for --no-raw, NULL: the cache */
 	int idle;                 /* --idle: keep samples of threads waiting for work */
 	int bpf;                  /* --sampler=bpf */
+	const char *diff;         /* --diff BASE: the raw file to compare with */
 };
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_ONCPU = 256, OPT_GVL, OPT_THREADS, OPT_FUNCTION, OPT_NONBLOCK, OPT_SILENT, OPT_NODROP,
-	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_MAXHOLD };
+	       OPT_NOGC, OPT_NATIVE, OPT_SUBPROC, OPT_NORT, OPT_MAXHOLD, OPT_DIFF };
 	static const struct option longopts[] = {
 		CLI_OPT_PID,
 		CLI_OPTS_WATCH,
@@ -127,6 +136,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "no-gc", no_argument, NULL, OPT_NOGC },
 		{ "no-realtime", no_argument, NULL, OPT_NORT },
 		{ "max-hold", required_argument, NULL, OPT_MAXHOLD },
+		{ "diff", required_argument, NULL, OPT_DIFF },
+		CLI_OPTS_GRAPH,
 		CLI_OPTS_RAW,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_SAMPLER,
@@ -153,6 +164,11 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case OPT_NODROP: o->no_drop_root = 1; break;
 		case OPT_NOGC: o->so.no_gc = 1; break;
 		case OPT_NORT: o->so.realtime = 0; break;
+		case OPT_DIFF: o->diff = optarg; break;
+		case CLI_OPT_GRAPH:
+			if (cli_graph_opt("record", longopts[cp.index].name, optarg))
+				return EXIT_USAGE;
+			break;
 		case OPT_MAXHOLD: {
 			errno = 0;
 			unsigned long long us = strtoull(optarg, &end, 10);
@@ -302,12 +318,13 @@ static void print_native_stats(const struct rbp_subject *s, const struct rbp_pro
 
 /* ---- the command ------------------------------------------------------- */
 
-int cmd_record(int argc, char **argv)
+/* The command, with --diff's BASE kept in *base (freed by cmd_record on every path). */
+static int record(int argc, char **argv, struct rbp_profile *base_)
 {
 	struct record_opts o = { .rate = 100, .so.realtime = 1 };
 	struct cli_subject subj = { 0 };
 	struct rbp_subject s = { 0 };
-	struct rbp_profile p;
+	struct rbp_profile p, *base = base_;
 	struct rbp_sampler_status st = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct live lv = { 0 };
@@ -319,6 +336,9 @@ int cmd_record(int argc, char **argv)
 	if ((rc = cli_pick_format("record", o.format, o.output, &fmt)))
 		return rc;
 	if (o.cmd && o.no_drop_root && (rc = cli_check_no_drop_root("record", o.cmd[0])))
+		return rc;
+	/* BASE is read first: a wrong file is said before anything is recorded */
+	if (o.diff && (rc = cli_diff_load("record", o.diff, fmt, base)))
 		return rc;
 	/* a program is not started for nothing; a --pid is first attached (below) */
 	if (o.cmd && (rc = cli_check_outputs(o.output, o.raw)))
@@ -414,6 +434,9 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "rbpeek: %zu of %zu samples (%.0f%%) were threads waiting for work "
 				"(a pool's ConditionVariable#wait, IO.select, ...): left out (--idle keeps "
 				"them)\n", idle, p.n_samples, 100.0 * (double)idle / (double)p.n_samples);
+		if (o.diff)
+			rc = cli_diff_write(base, o.diff, &p, fmt, o.output, o.raw, o.idle, o.silent);
+		else
 		rc = cli_write_outputs(&p, fmt, o.output, o.raw, o.idle ? 0 : RBP_SAMPLE_IDLE,
 				       o.silent, title);
 	}
@@ -423,5 +446,14 @@ cleanup:
 	rbp_subject_close(&s);
 	if (o.cmd)   /* rbpeek exits as the program did, once the profile is written */
 		rc = cli_child_end(st.stop == RBP_STOP_DURATION, rc);
+	return rc;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct rbp_profile base = { 0 };
+	int rc = record(argc, argv, &base);
+
+	rbp_profile_free(&base);
 	return rc;
 }

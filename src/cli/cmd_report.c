@@ -99,6 +99,7 @@ static int check_output_size(const struct rbp_profile *p, const struct rbp_forma
 
 static const char report_usage[] =
 	"usage: rbpeek report -i RAWFILE [-f FORMAT] [-o FILE]\n"
+	"       rbpeek report --diff BASE -i NEW [-f flamegraph|summary|pprof] [-o FILE]\n"
 	"\n"
 	"Convert a raw profile (written by every 'rbpeek record') to another format.\n"
 	"\n"
@@ -115,6 +116,15 @@ static const char report_usage[] =
 	"                      or with K, M, G; default 1024 times the raw file's size\n"
 	"                      plus 64M: a small raw file of deep, wide stacks can ask\n"
 	"                      for many GB)\n"
+	"      --diff BASE     how -i NEW differs from the raw file BASE (a recording of the\n"
+	"                      same program): a differential flame graph on NEW's shape\n"
+	"                      (red: a frame's share of samples grew, blue: it shrank),\n"
+	"                      -f summary's table of the largest changes, or a pprof diff\n"
+	"                      (as go tool pprof -normalize -diff_base BASE NEW)\n"
+	"      --node-fraction F  -f callgraph/dot: leave out functions under this\n"
+	"                      fraction of the samples (default 0.005; 0 keeps all)\n"
+	"      --edge-fraction F  ... and calls under this fraction (default 0.001)\n"
+	"      --node-count N  ... and all but the N largest functions (default 80)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"formats:\n";
@@ -141,11 +151,13 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
 		{ "max-output", required_argument, NULL, 'M' },
+		{ "diff", required_argument, NULL, 'D' },
+		CLI_OPTS_GRAPH,
 		CLI_OPTS_OUTPUT,
 		CLI_OPTS_IDLE,
 		CLI_OPTS_END
 	};
-	const char *input = NULL, *format = NULL, *output = NULL;
+	const char *input = NULL, *format = NULL, *output = NULL, *diff = NULL;
 	int c, err, rc, keep_idle = 0, max_given = 0;
 	uint64_t max_output = 0;
 	struct stat st;
@@ -153,7 +165,7 @@ int cmd_report(int argc, char **argv)
 		.shortopts = ":i:f:o:h", .longopts = longopts, .output = &output, .format = &format,
 		.idle = &keep_idle };
 	const struct rbp_format *fmt;
-	struct rbp_profile p;
+	struct rbp_profile p, base;
 	char outbuf[4096], title[512];
 	size_t idle;
 
@@ -165,6 +177,11 @@ int cmd_report(int argc, char **argv)
 				return cli_usage_error("report", "--max-output wants a size in bytes "
 						       "(K, M, G allowed), not '%s'", optarg);
 			max_given = 1;
+		} else if (c == 'D') {
+			diff = optarg;
+		} else if (c == CLI_OPT_GRAPH) {
+			if (cli_graph_opt("report", longopts[cp.index].name, optarg))
+				return EXIT_USAGE;
 		} else {
 			input = optarg;   /* -i FILE */
 		}
@@ -178,8 +195,12 @@ int cmd_report(int argc, char **argv)
 	/* report needs no privilege: under sudo the input is read as the user */
 	if ((rc = cli_drop_to_invoker("report")))
 		return rc;
+	if (diff && (rc = cli_diff_load("report", diff, fmt, &base)))
+		return rc;
 	if ((err = rbp_raw_read(input, &p))) {
 		rbp_profile_free(&p);
+		if (diff)
+			rbp_profile_free(&base);
 		/* the reason (permission: under sudo the input is read as the user) */
 		const char *why = err == RBP_EIO && access(input, R_OK) ? strerror(errno) : NULL;
 
@@ -192,6 +213,8 @@ int cmd_report(int argc, char **argv)
 			REPORT_MAX_SLACK;
 	if ((rc = check_output_size(&p, fmt, input, max_output, max_given))) {
 		rbp_profile_free(&p);
+		if (diff)
+			rbp_profile_free(&base);
 		return rc;
 	}
 	if (!output) {
@@ -199,6 +222,12 @@ int cmd_report(int argc, char **argv)
 		output = outbuf;
 	}
 	idle = rbp_profile_mark_idle_threads(&p);
+	if (diff) {
+		rc = cli_diff_write(&base, diff, &p, fmt, output, "", keep_idle, 1);
+		rbp_profile_free(&base);
+		rbp_profile_free(&p);
+		return rc;
+	}
 	if (idle == p.n_samples)
 		keep_idle = 1;   /* nothing but waiting: show it (as record does) */
 	cli_profile_title(&p, idle, keep_idle, title, sizeof(title));

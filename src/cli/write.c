@@ -290,6 +290,7 @@ struct outputs_job {
 	unsigned hide;        /* sample flags left out of fmt's output */
 	int silent;
 	const char *title;
+	const struct rbp_profile *diff;   /* fmt is written from this diff of p and a BASE */
 };
 
 static int write_outputs_fn(void *arg)
@@ -299,8 +300,10 @@ static int write_outputs_fn(void *arg)
 	const struct rbp_profile *p = j->p;
 	struct rbp_profile view;
 	size_t hidden = 0;
-	char dir[4096], raw_path[8192], outbuf[4096];
+	char dir[4096], raw_path[8192], outbuf[4096], alt[512];
 	struct rbp_output_opts oo = { .title = j->title };
+
+	cli_graph_opts(&oo);
 	const char *output = j->output;
 	unsigned hide = j->hide;
 	int rc = 0, raw_kept = 0;
@@ -319,9 +322,18 @@ static int write_outputs_fn(void *arg)
 		cli_default_output(outbuf, sizeof(outbuf), "", (int)p->meta.pid, j->fmt->ext);
 		output = outbuf;
 	}
-	if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
+	if (j->diff) {   /* the diff's samples were chosen when it was made */
+		p = j->diff;
+		oo.diff = 1;
+		hide = 0;
+	} else if (j->fmt->write == rbp_write_flamegraph) {   /* its idle control shows or hides them */
+		size_t idle = 0;
 		oo.hide_idle = (j->hide & RBP_SAMPLE_IDLE) != 0;
 		hide &= ~(unsigned)RBP_SAMPLE_IDLE;
+		for (size_t i = 0; i < p->n_samples; i++)
+			idle += (p->sample_flags[i] & RBP_SAMPLE_IDLE) != 0;
+		if (idle)   /* the title of the other view, for the control to show */
+			oo.title_alt = cli_profile_title(p, idle, oo.hide_idle, alt, sizeof(alt));
 	}
 	if (hide && j->fmt->write != rbp_write_raw) {   /* -f raw keeps everything, as the raw copy */
 		if (rbp_profile_view_without(p, (uint8_t)hide, &view, &hidden)) {
@@ -342,6 +354,10 @@ static int write_outputs_fn(void *arg)
 	}
 	if (!j->silent || strcmp(output, "-"))
 		fprintf(stderr, "rbpeek: wrote %s to %s\n", j->fmt->name, output);
+	if (j->fmt->write == rbp_write_callgraph && !rbp_callgraph_renders())
+		fprintf(stderr, "rbpeek: this rbpeek is built without Graphviz (as the static binary is): the "
+			"call graph is DOT text; lay it out with 'dot -Tsvg %s -o graph.svg', or use "
+			"the distro build\n", strcmp(output, "-") ? output : "FILE");
 	return 0;
 }
 
@@ -349,7 +365,16 @@ int cli_write_outputs(const struct rbp_profile *p, const struct rbp_format *fmt,
 		      const char *output, const char *raw, unsigned hide, int silent,
 		      const char *title)
 {
-	struct outputs_job j = { p, fmt, output, raw, hide, silent, title };
+	struct outputs_job j = { p, fmt, output, raw, hide, silent, title, NULL };
+
+	return cli_as_invoker(write_outputs_fn, &j);
+}
+
+int cli_write_outputs_diff(const struct rbp_profile *p, const struct rbp_profile *diff,
+			   const struct rbp_format *fmt, const char *output, const char *raw,
+			   int silent, const char *title)
+{
+	struct outputs_job j = { p, fmt, output, raw, 0, silent, title, diff };
 
 	return cli_as_invoker(write_outputs_fn, &j);
 }

@@ -280,6 +280,9 @@ int rbp_output_estimate(const struct rbp_profile *p, const struct rbp_format *f,
 			n = est_tables(&e, 0, 0);
 		else if (f->write == rbp_write_raw)
 			n = est_tables(&e, 8, 8);
+		else if (f->write == rbp_write_callgraph || f->write == rbp_write_dot)
+			/* a node per function, an edge per caller/callee pair (pruned) */
+			n = est_tables(&e, 96, 0);
 		else {   /* a format this file does not know: the largest of them */
 			uint64_t (*all[])(struct est *) = { est_collapsed, est_flamegraph,
 				est_speedscope, est_pprof, est_chrome };

@@ -32,8 +32,12 @@
  *
  * In a browser the script fits the image to the window's width (again on
  * every resize: the 1200 px written are for viewers without scripts) and
- * scrolls to the bottom, where the root is.  A legend says what the
- * colours mean.
+ * its height to the stacks of the view shown (the deepest frame with
+ * samples in it: no empty band above the graph when the other idle view
+ * or another thread is deeper), and opens at the top of the stacks: an
+ * image that fits the window is seen whole, a taller one with the deepest
+ * level that still holds a quarter of the samples at the top of the window (thin
+ * towers above it, the root below).  A legend says what the colours mean.
  *
  * Idle samples (RBP_SAMPLE_IDLE: threads waiting for work).  When the
  * profile has any, the graph is laid out for the view it opens on (idle
@@ -53,6 +57,7 @@
 #include <string.h>
 
 #include "output/output.h"
+#include "profile/diff.h"
 #include "util/utf8.h"
 #include "util/err.h"
 
@@ -65,6 +70,8 @@
 #define FG_MIN_PERMILLE 1 /* frames narrower than 1/1000 of the samples are omitted */
 #define FG_HIGHLIGHT "rgb(230,0,230)"
 #define FG_MAX_THREADS 64 /* a thread filter for 2..64 threads with samples */
+#define FG_STR_(x) #x
+#define FG_STR(x) FG_STR_(x)
 
 /* One thread's inclusive samples in a frame, for the thread filter and the idle control. */
 struct fg_tc {
@@ -102,6 +109,13 @@ struct fg {
 	struct fg_tc *tc;
 	uint32_t *emit;
 	int per_thread;          /* tc holds one entry per thread (the filter), else one for all */
+	/* a differential flame graph (o->diff): NEW's shape, coloured by the
+	 * change of each frame's share from BASE to NEW */
+	int diff;
+	uint64_t *base;          /* per node: BASE's inclusive samples */
+	uint64_t base_total;
+	double scale;            /* the largest change of a drawn frame's share (a fraction) */
+	uint32_t *fn_of;         /* per frame: its function (rbp_rows_make), for callers/callees */
 };
 
 /* ---- text ----------------------------------------------------------------- */
@@ -231,13 +245,22 @@ static int fg_tree(struct fg *g)
 	g->order = malloc((n ? n : 1) * sizeof(*g->order));
 	if (!g->incl || !g->x || !g->first || !g->kids || !g->order)
 		return RBP_ENOMEM;
-	for (size_t i = 0; i < p->n_samples; i++)
+	for (size_t i = 0; i < p->n_samples && !g->diff; i++)
 		g->n_idle += fg_idle(p, i);
 	if (g->n_idle && !(g->alt = calloc(n, sizeof(*g->alt))))
+		return RBP_ENOMEM;
+	if (g->diff && !(g->base = calloc(n, sizeof(*g->base))))
 		return RBP_ENOMEM;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		if (p->samples[i].node >= n)
 			continue;
+		if (g->diff) {
+			if (p->sample_flags && (p->sample_flags[i] & RBP_SAMPLE_BASE))
+				g->base[p->samples[i].node]++;
+			else
+				g->incl[p->samples[i].node]++;
+			continue;
+		}
 		if (g->hide_idle && fg_idle(p, i))   /* in the other view only */
 			g->alt[p->samples[i].node]++;
 		else if (!g->hide_idle && fg_idle(p, i))
@@ -290,8 +313,11 @@ static void fg_inclusive(struct fg *g)
 		g->incl[g->p->nodes[n].parent] += g->incl[n];
 		if (g->alt)
 			g->alt[g->p->nodes[n].parent] += g->alt[n];
+		if (g->base)
+			g->base[g->p->nodes[n].parent] += g->base[n];
 	}
 	g->total = g->p->n_nodes ? g->incl[0] : 0;
+	g->base_total = g->base && g->p->n_nodes ? g->base[0] : 0;
 	g->alt_total = g->alt ? g->alt[0] : 0;
 	for (size_t i = 1; i < g->n_order; i++)
 		g->omitted += g->incl[g->order[i]] && !fg_shown(g, g->order[i]);
@@ -312,7 +338,7 @@ static int fg_thread_counts(struct fg *g)
 	uint64_t *tmp = NULL, *tmpi = NULL;
 	int err = RBP_ENOMEM;
 
-	g->per_thread = nt >= 2 && nt <= FG_MAX_THREADS;
+	g->per_thread = !g->diff && nt >= 2 && nt <= FG_MAX_THREADS;
 	if (!n || (!g->per_thread && !g->n_idle))
 		return RBP_OK;
 	if (g->per_thread) {
@@ -487,7 +513,34 @@ static void fg_layout(struct fg *g)
 
 /* Warm for Ruby, blue for C methods, green for GC, violet for native functions
  * (--native), grey for thread/process roots; hashed from the label. */
-static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
+/* The change of node's share from BASE to NEW, a fraction (+0.1: 10 points more). */
+static double fg_change(const struct fg *g, uint32_t node)
+{
+	double now = g->total ? (double)g->incl[node] / (double)g->total : 0;
+	double was = g->base_total ? (double)g->base[node] / (double)g->base_total : 0;
+
+	return now - was;
+}
+
+/* Red for a share that grew, blue for one that shrank, by the change over
+ * the scale (the largest change drawn); near white for none. */
+static void fg_diff_colour(double change, double scale, char buf[32])
+{
+	double k = scale > 0 ? change / scale : 0;
+	int v;
+
+	if (k > 1)
+		k = 1;
+	if (k < -1)
+		k = -1;
+	v = (int)(225.0 * (1 - (k < 0 ? -k : k)) + 0.5);
+	if (k >= 0)
+		snprintf(buf, 32, "rgb(255,%d,%d)", v + 5, v);
+	else
+		snprintf(buf, 32, "rgb(%d,%d,255)", v, v + 5);
+}
+
+static void fg_kind_colour(const struct fg *g, uint32_t node, char buf[32])
 {
 	const struct rbp_pframe *f = node ? &g->p->frames[g->p->nodes[node].frame] : NULL;
 	const char *label = f ? f->label : "all";
@@ -520,6 +573,14 @@ static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
 	snprintf(buf, 32, "rgb(%d,%d,%d)", r & 255, gr & 255, b & 255);
 }
 
+static void fg_colour(const struct fg *g, uint32_t node, char buf[32])
+{
+	if (g->diff)
+		fg_diff_colour(node ? fg_change(g, node) : 0, g->scale, buf);
+	else
+		fg_kind_colour(g, node, buf);
+}
+
 /* ---- SVG ----------------------------------------------------------------- */
 
 static const char fg_style[] =
@@ -544,7 +605,8 @@ static const char fg_script[] =
 	"(function () {\n"
 	"'use strict';\n"
 	"var SVG = document.documentElement, W = +SVG.getAttribute('width');\n"
-	"var H = +SVG.getAttribute('height'), PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var H = +SVG.getAttribute('height'), H0 = H, PAD = 10, CW = 7.2, HL = '" FG_HIGHLIGHT "';\n"
+	"var TOP = " FG_STR(FG_TOP) ", FH = " FG_STR(FG_FRAME_H) ", BOTTOM = " FG_STR(FG_BOTTOM) ";\n"
 	"var $ = function (id) { return document.getElementById(id); };\n"
 	"var F = [].map.call(document.querySelectorAll('#frames > g.f'), function (g) {\n"
 	"  var t = g.querySelector('title').textContent, r = g.querySelector('rect');\n"
@@ -552,6 +614,7 @@ static const char fg_script[] =
 	"    name: t.slice(0, t.lastIndexOf(' (')), chars: Array.from(t.slice(0, t.lastIndexOf(' ('))),\n"
 	"    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'),\n"
 	"    d: +g.getAttribute('data-d'), fill: r.getAttribute('fill'),\n"
+	"    fn: +(g.getAttribute('data-fn') || -1),\n"
 	"    p: g.hasAttribute('data-p') ? +g.getAttribute('data-p') : -1,\n"
 	"    te: g.querySelector('title'),\n"
 	"    tc: (g.getAttribute('data-t') || '').split(',').filter(Boolean).map(function (s) {\n"
@@ -569,7 +632,7 @@ static const char fg_script[] =
 	"var IB = $('idle'), IDLE0 = !!IB && IB.getAttribute('data-shown') === '1', idle = IDLE0;\n"
 	"var byId = {};\n"
 	"F.forEach(function (f, i) { byId[f.g.id] = f; f.g.__fg = i; });\n"
-	"var total = F.length ? F[0].w : 0, zoomed = null, term = null;\n"
+	"var total = F.length ? F[0].w : 0, zoomed = null, term = null, extra = null;\n"
 	"function label(f, w) {\n"
 	"  var fit = Math.floor((w - 6) / CW);\n"
 	"  if (f.chars.length <= fit) return f.name;\n"
@@ -612,6 +675,40 @@ static const char fg_script[] =
 	"    if (f.te.textContent !== f.title) f.te.textContent = f.title;\n"
 	"  });\n"
 	"  if ($('count')) $('count').textContent = count(total);\n"
+	"  fitHeight();\n"
+	"}\n"
+	"/* the image as tall as the stacks of the view shown: the frames and the\n"
+	"   lines under them move by the change (frames keep their depth's place\n"
+	"   above the bottom) */\n"
+	"var LOW = ['details', 'matched', 'footnote'].filter($).map(function (id) {\n"
+	"  return [$(id), +$(id).getAttribute('y')];\n"
+	"});\n"
+	"function fitHeight() {\n"
+	"  var d = 0;\n"
+	"  F.forEach(function (f) { if (f.w > 0 && f.d > d) d = f.d; });\n"
+	"  var h = Math.min(H0, TOP + (d + 1) * FH + BOTTOM), dy = h - H0;\n"
+	"  if (SW && SW.isOpen()) return;\n"
+	"  if (h === H) return;\n"
+	"  H = h;\n"
+	"  SVG.setAttribute('height', H);\n"
+	"  SVG.setAttribute('viewBox', '0 0 ' + W + ' ' + H);\n"
+	"  $('background').setAttribute('height', H);\n"
+	"  if (dy) $('frames').setAttribute('transform', 'translate(0,' + dy + ')');\n"
+	"  else $('frames').removeAttribute('transform');\n"
+	"  LOW.forEach(function (e) { e[0].setAttribute('y', e[1] + dy); });\n"
+	"}\n"
+	"/* the title of the view shown (the idle control switches between two) */\n"
+	"var SW = null;   /* the callers/callees view, when its script is there */\n"
+	"var TT = $('title'), TITLE0 = TT.querySelector('title').textContent;\n"
+	"var TITLE1 = TT.getAttribute('data-alt') || TITLE0;\n"
+	"function retitle() {\n"
+	"  var full = idle === IDLE0 ? TITLE0 : TITLE1, te = TT.querySelector('title');\n"
+	"  if (te.textContent !== full) te.textContent = full;\n"
+	"  var fitc = Math.floor((W - 2 * 120 - 6) / 10.4), chars = Array.from(full);\n"
+	"  var tn = TT.lastChild.nodeType === 3 ? TT.lastChild :\n"
+	"    TT.appendChild(document.createTextNode(''));\n"
+	"  tn.textContent = chars.length <= fitc ? full :\n"
+	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
 	"}\n"
 	"function option(v, text) {\n"
 	"  var o = document.createElementNS('http://www.w3.org/1999/xhtml', 'option');\n"
@@ -642,6 +739,7 @@ static const char fg_script[] =
 	"  if (!IB) return;\n"
 	"  idle = !!on;\n"
 	"  IB.textContent = (idle ? 'Hide' : 'Show') + IB.textContent.slice(4);\n"
+	"  retitle();\n"
 	"  if (sel) options();\n"
 	"  setFilter(filter);\n"
 	"}\n"
@@ -663,12 +761,7 @@ static const char fg_script[] =
 	"  ['title', 'subtitle', 'footnote'].forEach(function (id) {\n"
 	"    if ($(id)) $(id).setAttribute('x', (w / 2).toFixed(0));\n"
 	"  });\n"
-	"  var tt = $('title'), full = tt.querySelector('title').textContent;\n"
-	"  var fitc = Math.floor((w - 2 * 120 - 6) / 10.4), chars = Array.from(full);\n"
-	"  var tn = tt.lastChild.nodeType === 3 ? tt.lastChild :\n"
-	"    tt.appendChild(document.createTextNode(''));\n"
-	"  tn.textContent = chars.length <= fitc ? full :\n"
-	"    fitc < 3 ? '' : chars.slice(0, fitc - 2).join('') + '..';\n"
+	"  retitle();\n"
 	"  $('search').setAttribute('x', w - PAD - 100);\n"
 	"  $('matched').setAttribute('x', w - PAD);\n"
 	"  if ($('filter')) $('filter').setAttribute('x', w - PAD - 300);\n"
@@ -726,7 +819,9 @@ static const char fg_script[] =
 	"  if (term !== null) parts.push('s=' + encodeURIComponent(term));\n"
 	"  if (filter !== 'all') parts.push('t=' + filter);\n"
 	"  if (idle !== IDLE0) parts.push('i=' + (idle ? 1 : 0));\n"
+	"  if (extra) parts.push(extra);\n"
 	"  var h = parts.length ? '#' + parts.join('&') : '';\n"
+	"  if (SW) SW.refresh();\n"
 	"  if (location.hash !== h && !(h === '' && location.hash === '#'))\n"
 	"    history.replaceState(null, '', location.href.split('#')[0] + h);\n"
 	"}\n"
@@ -735,6 +830,8 @@ static const char fg_script[] =
 	"  var x = h.has('x') ? h.get('x') : q.get('x'), s = h.has('s') ? h.get('s') : q.get('s');\n"
 	"  var t = h.has('t') ? h.get('t') : q.get('t'), i = h.has('i') ? h.get('i') : q.get('i');\n"
 	"  term = null;\n"
+	"  /* the callers/callees view's part (its script opens it) */\n"
+	"  extra = h.has('sw') ? 'sw=' + encodeURIComponent(h.get('sw')) : null;\n"
 	"  if (IB) { idle = i === null ? IDLE0 : i === '1'; setIdle(idle); }\n"
 	"  setFilter(t || 'all');\n"
 	"  zoom(x !== null && byId['f' + x] ? byId['f' + x] : null);\n"
@@ -767,16 +864,38 @@ static const char fg_script[] =
 	"  var w = W; fit(); if (w !== W) zoom(zoomed);\n"
 	"});\n"
 	"window.rbpeekFlamegraph = { zoom: function (id) { zoom(byId[id] || null); },\n"
+	"  /* for the callers/callees view (a second script) */\n"
+	"  frames: F, byId: byId, zoomed: function () { return zoomed; },\n"
+	"  term: function () { return term; }, width: function () { return W; },\n"
+	"  setExtra: function (v) { extra = v; save(); }, fitHeight: function () { H = -1; fitHeight(); },\n"
+	"  setHeight: function (h) {\n"
+	"    H = h; SVG.setAttribute('height', h); SVG.setAttribute('viewBox', '0 0 ' + W + ' ' + h);\n"
+	"    $('background').setAttribute('height', h);\n"
+	"    LOW.forEach(function (e) { e[0].setAttribute('y', e[1] + h - H0); });\n"
+	"  },\n"
 	"  filter: function (v) { setFilter(v); zoom(null); },\n"
 	"  idle: function (on) { setIdle(on); zoom(null); },\n"
-	"  search: search, askSearch: askSearch, clearSearch: clearSearch };\n"
+	"  search: search, askSearch: askSearch, clearSearch: clearSearch,\n"
+	"  sandwich: function (v) { SW = v; } };\n"
 	"fit();\n"
 	"load();\n"
-	"/* the root is at the bottom: open there */\n"
-	"window.scrollTo(0, Math.max(0, H - (window.innerHeight || H)));\n"
+	"/* open on the top of the stacks: the image fitting the window is seen\n"
+	"   whole; a taller one opens with the deepest level that still holds a quarter\n"
+	"   of the samples at the top of the window (narrower stacks above it, the\n"
+	"   root below) */\n"
+	"(function () {\n"
+	"  var sum = [], d = 0;\n"
+	"  if (H <= (window.innerHeight || H) || !total) return;\n"
+	"  F.forEach(function (f) {\n"
+	"    if (!f.g.classList.contains('hide') && f.w > 0) sum[f.d] = (sum[f.d] || 0) + f.w;\n"
+	"  });\n"
+	"  sum.forEach(function (v, i) { if (v >= 0.25 * total) d = i; });\n"
+	"  window.scrollTo(0, Math.max(0, H - BOTTOM - (d + 1) * FH - TOP));\n"
+	"})();\n"
 	"})();\n";
 
-static void fg_header(FILE *out, const struct fg_name *title, int height)
+static void fg_header(FILE *out, const struct fg_name *title, const struct fg_name *alt,
+		      int height)
 {
 	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -788,7 +907,13 @@ static void fg_header(FILE *out, const struct fg_name *title, int height)
 		"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
 		"<rect id=\"background\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n",
 		FG_WIDTH, height, FG_WIDTH, height, fg_style, FG_WIDTH, height);
-	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"><title>", FG_WIDTH / 2);
+	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\"", FG_WIDTH / 2);
+	if (alt) {   /* the other idle view's title, for the control */
+		fputs(" data-alt=\"", out);
+		fg_xml(out, alt->s, strlen(alt->s));
+		putc('"', out);
+	}
+	fputs("><title>", out);
 	fg_xml(out, title->s, strlen(title->s));
 	fputs("</title>", out);
 	fg_label(out, title, (FG_WIDTH - 2 * 120) * FG_CHAR_W / 10.4);   /* room for the buttons */
@@ -818,6 +943,99 @@ static void fg_legend(FILE *out)
 	fputs("</g>\n", out);
 }
 
+/*
+ * A differential graph's key: the colour scale, from the largest drop to
+ * the largest rise of a frame's share (in points of each recording's
+ * samples), white for no change.
+ */
+static void fg_diff_legend(const struct fg *g, FILE *out)
+{
+	char fill[32];
+	int x = FG_PAD;
+
+	fprintf(out, "<g id=\"legend\" data-scale=\"%.6f\"><text x=\"%d\" y=\"62\">"
+		"share of samples, BASE to NEW: %+.2f points</text>", g->scale, x, -100.0 * g->scale);
+	x += (int)(44 * FG_CHAR_W) + 8;
+	for (int i = -4; i <= 4; i++) {
+		fg_diff_colour(g->scale * i / 4.0, g->scale, fill);
+		fprintf(out, "<rect x=\"%d\" y=\"53\" width=\"14\" height=\"10\" fill=\"%s\" "
+			"data-change=\"%.6f\"/>", x, fill, g->scale * i / 4.0);
+		x += 14;
+	}
+	fprintf(out, "<text x=\"%d\" y=\"62\">%+.2f points (red: grew, blue: shrank)</text></g>\n",
+		x + 6, 100.0 * g->scale);
+}
+
+/*
+ * The functions BASE has and NEW has not (not drawn: the graph has NEW's
+ * shape), largest first, on one line under the legend (id="gone"; every
+ * one in its tooltip).
+ */
+static int fg_gone(const struct fg *g, FILE *out)
+{
+	const struct rbp_profile *p = g->p;
+	uint64_t *cnt = calloc(p->n_nodes + 1, sizeof(*cnt));
+	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
+	struct rbp_row *now = NULL, *was = NULL;
+	size_t n = 0, n_gone = 0, shown = 0, len = 0;
+	int err = RBP_ENOMEM;
+
+	if (!cnt || !row_of || rbp_rows_make(p, 0, row_of, &now, &n) ||
+	    !(was = malloc((n + 1) * sizeof(*was))))
+		goto done;
+	memcpy(was, now, n * sizeof(*was));
+	for (int pass = 0; pass < 2; pass++) {
+		memset(cnt, 0, p->n_nodes * sizeof(*cnt));
+		for (size_t i = 0; i < p->n_samples; i++)
+			if (p->samples[i].node < p->n_nodes &&
+			    ((p->sample_flags[i] & RBP_SAMPLE_BASE) == 0) == !pass)
+				cnt[p->samples[i].node]++;
+		rbp_rows_count(p, cnt, row_of, pass ? was : now, n);
+	}
+	/* the rows gone, by BASE's total, largest first (a selection: few) */
+	for (size_t i = 0; i < n; i++)
+		if (!now[i].total && was[i].total)
+			was[n_gone++] = was[i];
+	for (size_t i = 0; i < n_gone; i++)
+		for (size_t j = i + 1; j < n_gone; j++)
+			if (was[j].total > was[i].total) {
+				struct rbp_row t = was[i];
+				was[i] = was[j];
+				was[j] = t;
+			}
+	err = RBP_OK;
+	if (!n_gone)
+		goto done;
+	fprintf(out, "<text id=\"gone\" x=\"%d\" y=\"76\" data-n=\"%zu\"><title>only in BASE:",
+		FG_PAD, n_gone);
+	for (size_t i = 0; i < n_gone; i++) {
+		fputs(i ? ", " : " ", out);
+		fg_xml(out, was[i].label, strlen(was[i].label));
+		fprintf(out, " (%.2f%%)", 100.0 * (double)was[i].total / (double)(g->base_total ? g->base_total : 1));
+	}
+	fprintf(out, "</title>only in BASE (not drawn): ");
+	len = 27;
+	for (size_t i = 0; i < n_gone; i++, shown++) {
+		size_t l = strlen(was[i].label) + 12;
+		if (i && len + l > (size_t)((FG_WIDTH - 2 * FG_PAD) / FG_CHAR_W) - 14)
+			break;
+		if (i)
+			fputs(", ", out);
+		fg_xml(out, was[i].label, strlen(was[i].label));
+		fprintf(out, " (%.2f%%)", 100.0 * (double)was[i].total / (double)(g->base_total ? g->base_total : 1));
+		len += l;
+	}
+	if (shown < n_gone)
+		fprintf(out, ", %zu more", n_gone - shown);
+	fputs("</text>\n", out);
+done:
+	free(cnt);
+	free(row_of);
+	free(now);
+	free(was);
+	return err;
+}
+
 static void fg_subtitle(const struct fg *g, FILE *out, int height)
 {
 	const struct rbp_profile_meta *m = &g->p->meta;
@@ -827,7 +1045,9 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 	fprintf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">%s%s%s %ssample%s", FG_WIDTH / 2,
 		g->n_idle ? "<tspan id=\"count\">" : "", fg_count(g->total, n),
 		g->n_idle ? "</tspan>" : "", m->on_cpu ? "on-CPU " : "", g->total == 1 ? "" : "s");
-	if (m->duration_ns)
+	if (g->diff)
+		fprintf(out, " (NEW) against %s (BASE)", fg_count(g->base_total, n));
+	else if (m->duration_ns)
 		fprintf(out, " in %.1f s", (double)m->duration_ns / 1e9);
 	if (m->rate_hz)
 		fprintf(out, " at %u Hz", (unsigned)m->rate_hz);
@@ -840,12 +1060,17 @@ static void fg_subtitle(const struct fg *g, FILE *out, int height)
 		}
 	}
 	fputs("</text>\n", out);
+	fprintf(out, "<text id=\"sandwich\" class=\"btn hide\" x=\"%d\" y=\"24\">Callers &amp; callees"
+		"</text>\n", FG_PAD + 100);
 	fprintf(out, "<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
 		"<text id=\"search\" class=\"btn\" x=\"%d\" y=\"24\">Search</text>\n"
 		"<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n"
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n",
 		FG_PAD, FG_WIDTH - FG_PAD - 100, FG_WIDTH - FG_PAD, height - 30, FG_PAD, height - 30);
-	fg_legend(out);
+	if (g->diff)
+		fg_diff_legend(g, out);
+	else
+		fg_legend(out);
 	if (g->n_idle) {   /* the idle control, right of the subtitle; says the idle share */
 		uint64_t all = g->hide_idle ? g->alt_total : g->total;
 		fprintf(out, "<text id=\"idle\" class=\"btn\" x=\"%d\" y=\"44\" text-anchor=\"end\" "
@@ -874,6 +1099,8 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 	fprintf(out, "<g class=\"f%s\" id=\"f%zu\" data-x=\"%llu\" data-w=\"%llu\" data-d=\"%u\"",
 		shown ? "" : " hide", idx, (unsigned long long)g->x[node], (unsigned long long)sw,
 		(unsigned)g->p->nodes[node].depth);
+	if (node && g->fn_of)   /* the function (summary's grouping), for callers and callees */
+		fprintf(out, " data-fn=\"%u\"", g->fn_of[g->p->nodes[node].frame]);
 	if (g->tc) {   /* the filter: parent frame, then thread:samples[:idle samples] */
 		fprintf(out, " data-p=\"%d\" data-t=\"", node ? (int)g->emit[g->p->nodes[node].parent] : -1);
 		for (uint32_t j = g->tc_first[node]; j < g->tc_first[node + 1]; j++) {
@@ -886,10 +1113,17 @@ static void fg_frame(const struct fg *g, FILE *out, size_t idx, uint32_t node, i
 	}
 	fputs("><title>", out);
 	fg_xml(out, nm->s, strlen(nm->s));
-	fprintf(out, " (%s sample%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+	fprintf(out, " (%s sample%s, %.2f%%", fg_count(g->incl[node], n), g->incl[node] == 1 ? "" : "s",
+		g->total ? 100.0 * (double)g->incl[node] / (double)g->total : 0.0);
+	if (g->diff && node && !g->base[node])
+		fputs(", new: not in BASE", out);
+	else if (g->diff && node) {   /* BASE's share, the change in points, the ratio */
+		double was = g->base_total ? (double)g->base[node] / (double)g->base_total : 0;
+		fprintf(out, ", BASE %.2f%%: %+.2f points, x%.2f", 100.0 * was,
+			100.0 * fg_change(g, node), was > 0 ? (fg_change(g, node) + was) / was : 0.0);
+	}
+	fprintf(out, ")</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
 		"height=\"%d\" rx=\"2\" fill=\"%s\"/><text x=\"%.2f\" y=\"%d\">",
-		fg_count(g->incl[node], n), g->incl[node] == 1 ? "" : "s",
-		g->total ? 100.0 * (double)g->incl[node] / (double)g->total : 0.0,
 		x, y, w, FG_FRAME_H - 1, fill, x + 3, y + 11);
 	fg_label(out, nm, w);
 	fputs("</text></g>\n", out);
@@ -942,21 +1176,31 @@ static void fg_threads(const struct fg *g, FILE *out)
 
 static int fg_emit(const struct fg *g, const struct rbp_output_opts *o, FILE *out)
 {
-	struct fg_name title;
+	struct fg_name title, alt = { 0 };
 	int height = FG_TOP + (int)(g->max_depth + 1) * FG_FRAME_H + FG_BOTTOM;
+	int has_alt = g->n_idle && o && o->title_alt;
 
 	if (fg_sanitize(o && o->title ? o->title : "rbpeek flame graph", &title))
 		return RBP_ENOMEM;
-	fg_header(out, &title, height);
+	if (has_alt && fg_sanitize(o->title_alt, &alt)) {
+		free(title.s);
+		return RBP_ENOMEM;
+	}
+	fg_header(out, &title, has_alt ? &alt : NULL, height);
 	free(title.s);
+	free(alt.s);
 	fg_subtitle(g, out, height);
+	if (g->diff && fg_gone(g, out))
+		return RBP_ENOMEM;
 	if (g->tc && g->per_thread)
 		fg_threads(g, out);
 	fputs("<g id=\"frames\">\n", out);
 	for (size_t i = 0; i < g->n_order; i++)
 		fg_frame(g, out, i, g->order[i], height);
-	fprintf(out, "</g>\n<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
-		fg_script);
+	fprintf(out, "</g>\n<g id=\"sw\" class=\"hide\"></g>\n"
+		"<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n"
+		"<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
+		fg_script, rbp_fg_sandwich_script);
 	return ferror(out) ? RBP_EIO : RBP_OK;
 }
 
@@ -969,6 +1213,8 @@ static void fg_free(struct fg *g)
 	free(g->root.s);
 	free(g->incl);
 	free(g->alt);
+	free(g->base);
+	free(g->fn_of);
 	free(g->x);
 	free(g->first);
 	free(g->kids);
@@ -980,7 +1226,7 @@ static void fg_free(struct fg *g)
 
 int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
 {
-	struct fg g = { .p = p, .hide_idle = o && o->hide_idle };
+	struct fg g = { .p = p, .hide_idle = o && o->hide_idle && !o->diff, .diff = o && o->diff };
 	int err;
 
 	if (!(g.names = calloc(p->n_frames ? p->n_frames : 1, sizeof(*g.names))) ||
@@ -989,8 +1235,24 @@ int rbp_write_flamegraph(const struct rbp_profile *p, const struct rbp_output_op
 		return RBP_ENOMEM;
 	}
 	fg_inclusive(&g);
+	{   /* functions, for the callers/callees view */
+		struct rbp_row *rows = NULL;
+		size_t n_rows;
+		if (!(g.fn_of = calloc(p->n_frames + 1, sizeof(*g.fn_of))) ||
+		    rbp_rows_make(p, 0, g.fn_of, &rows, &n_rows)) {
+			free(rows);
+			fg_free(&g);
+			return RBP_ENOMEM;
+		}
+		free(rows);
+	}
 	if ((err = fg_thread_counts(&g)) == RBP_OK && (err = fg_sort(&g)) == RBP_OK) {
 		fg_layout(&g);
+		for (size_t i = 1; g.diff && i < g.n_order; i++) {   /* the colour scale */
+			double c = fg_change(&g, g.order[i]);
+			if (fg_shown(&g, g.order[i]) && (c < 0 ? -c : c) > g.scale)
+				g.scale = c < 0 ? -c : c;
+		}
 		if (g.tc && !(g.emit = malloc((p->n_nodes + 1) * sizeof(*g.emit))))
 			err = RBP_ENOMEM;
 		for (size_t i = 0; g.emit && i < g.n_order; i++)

@@ -22,6 +22,9 @@ const struct rbp_format rbp_formats[] = {
 	  rbp_write_callgrind },
 	{ "chrome", "trace.json", "per-thread timeline, Chrome trace events (Perfetto, chrome://tracing)",
 	  rbp_write_chrome },
+	{ "callgraph", "callgraph.svg", "call graph, one node per function (SVG laid out by Graphviz)",
+	  rbp_write_callgraph },
+	{ "dot", "dot", "the call graph as Graphviz DOT text (dot -Tsvg, xdot)", rbp_write_dot },
 	{ "summary", "txt", "table of functions: % self, % total, file:line", rbp_write_summary },
 	{ "summary-by-line", "txt", "the same table per line", rbp_write_summary_by_line },
 	{ "raw", "raw.gz", "rbpeek's own raw profile (convert later with 'rbpeek report')",
@@ -58,7 +61,10 @@ static const struct {
 	const char *suffix;
 	const char *formats;
 } by_suffix[] = {
+	{ ".callgraph.svg", "callgraph" },
 	{ ".svg", "flamegraph" },
+	{ ".dot", "dot" },
+	{ ".gv", "dot" },
 	{ ".speedscope.json", "speedscope" },
 	{ ".trace.json", "chrome" },
 	{ ".json", "speedscope chrome" },

@@ -22,6 +22,26 @@ struct rbp_output_opts {
 	 * given a view without them instead).
 	 */
 	int hide_idle;
+	/*
+	 * The title of the other idle view (idle samples shown when hide_idle,
+	 * else left out), for the flame graph's idle control to keep its title
+	 * true; NULL: the title is the same in both.
+	 */
+	const char *title_alt;
+	/*
+	 * p is a diff of two recordings (profile/diff.h): the flame graph,
+	 * summary and pprof compare NEW's samples with BASE's
+	 * (RBP_SAMPLE_BASE); the other writers refuse it.
+	 */
+	int diff;
+	/*
+	 * The call graph's pruning (callgraph.c), as pprof's: functions under
+	 * node_fraction of the samples, all but the node_count largest, calls
+	 * under edge_fraction.  0: the defaults (0.005, 80, 0.001); a
+	 * negative fraction: none (everything kept).
+	 */
+	double node_fraction, edge_fraction;
+	size_t node_count;
 };
 
 struct rbp_format {
@@ -53,6 +73,16 @@ int rbp_write_summary(const struct rbp_profile *p, const struct rbp_output_opts 
 int rbp_write_summary_by_line(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_chrome(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
 int rbp_write_raw(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_callgraph(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+int rbp_write_dot(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out);
+/*
+ * Whether this build lays call graphs out (Graphviz's library: gvrender.c);
+ * without it -f callgraph writes the DOT text.  rbp_callgraph_render: DOT
+ * text to an SVG with its script; RBP_EINVAL (not DOT, or no Graphviz),
+ * RBP_EIO, RBP_ENOMEM.
+ */
+int rbp_callgraph_renders(void);
+int rbp_callgraph_render(const char *dot, FILE *out);
 
 /*
  * An upper estimate (within a small factor for real profiles) of the bytes
@@ -126,5 +156,8 @@ struct rbp_thread_ord *rbp_thread_order(const struct rbp_profile *p);
  * unknown), the label alone for synthetic thread/process roots.
  */
 int rbp_frame_name(const struct rbp_pframe *f, char *buf, size_t cap);
+
+/* The flame graph's callers/callees script (sandwich.c), after its own. */
+extern const char rbp_fg_sandwich_script[];
 
 #endif

@@ -16,6 +16,11 @@
  *                   or "block (2 levels) in <main>" for C++ and cut them
  *   mapping         one, for the Ruby process, flagged as fully symbolized
  *   comment         exporter, Ruby version, command line
+ *   a diff (o->diff, profile/diff.h): NEW's samples scaled to BASE's total
+ *                   (n * base / new, rounded), BASE's negated and labelled
+ *                   pprof::base=true, as `go tool pprof -normalize
+ *                   -diff_base BASE NEW` makes them: it reads the file as
+ *                   that diff (the values are changes in BASE's samples)
  *   time_nanos / duration_nanos from the recording
  * Everything is written in a stable order: functions sorted by label then
  * file, samples by thread (pid, tid) then stack id, strings in first use.
@@ -24,6 +29,7 @@
 #include <string.h>
 
 #include "output/output.h"
+#include "profile/diff.h"
 #include "util/err.h"
 #include "util/gz.h"
 #include "util/strtab.h"
@@ -62,6 +68,7 @@ struct func {
 struct agg {
 	uint32_t thread, node;
 	uint64_t count;
+	int base;   /* of a diff's BASE recording */
 };
 
 static const struct func *sort_funcs;
@@ -85,7 +92,9 @@ static int cmp_agg(const void *a, const void *b)
 
 	if (rx != ry)
 		return rx < ry ? -1 : 1;
-	return (x->node > y->node) - (x->node < y->node);
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return x->base - y->base;
 }
 
 /* The shared function grouping (output.h), as pprof Functions. */
@@ -115,19 +124,20 @@ static int aggregate(const struct rbp_profile *p, struct agg **out, size_t *n_ou
 
 	for (size_t i = 0; i < p->n_samples && !err; i++) {
 		const struct rbp_sample *s = &p->samples[i];
+		int base = p->sample_flags && (p->sample_flags[i] & RBP_SAMPLE_BASE);
 		uint64_t key, idx;
-		if (s->thread == last_thread && s->node == last_node) {
+		if (s->thread == last_thread && s->node == last_node && v[last].base == base) {
 			v[last].count++;
 			continue;
 		}
-		key = rbp_mix64(s->thread + 1ull, s->node);
+		key = rbp_mix64(s->thread + 1ull, s->node * 2ull + (uint64_t)base);
 		while (rbp_hmap_get(&index, key, &idx) &&
-		       (v[idx].thread != s->thread || v[idx].node != s->node))
+		       (v[idx].thread != s->thread || v[idx].node != s->node || v[idx].base != base))
 			key = rbp_mix64(key, 1);
 		if (!rbp_hmap_get(&index, key, &idx)) {
 			if ((err = rbp_grow(&v, &cap, n + 1, sizeof(*v))))
 				break;
-			v[n] = (struct agg){ s->thread, s->node, 0 };
+			v[n] = (struct agg){ s->thread, s->node, 0, base };
 			idx = n++;
 			err = rbp_hmap_put(&index, key, idx);
 		}
@@ -203,6 +213,12 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 	uint64_t s_ns = rbp_strtab_id(&st, "nanoseconds");
 	uint64_t s_tid = rbp_strtab_id(&st, "thread_id"), s_tname = rbp_strtab_id(&st, "thread_name");
 	uint64_t s_pid = rbp_strtab_id(&st, "pid");
+	int diff = o && o->diff;
+	uint64_t n_new = 0, n_base = 0;
+	uint64_t s_base = diff ? rbp_strtab_id(&st, "pprof::base") : 0;
+	uint64_t s_true = diff ? rbp_strtab_id(&st, "true") : 0;
+	if (diff)
+		rbp_diff_totals(p, &n_new, &n_base);
 	uint64_t s_map = rbp_strtab_id(&st, p->meta.cmdline[0] ? p->meta.cmdline : "ruby");
 	for (size_t i = 0; i < nt; i++)
 		thread_name[tord[i].idx] = rbp_strtab_id(&st, p->threads[tord[i].idx].name);
@@ -242,6 +258,12 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 		for (uint32_t n = a->node; n; n = p->nodes[n].parent)
 			locs[d++] = p->nodes[n].frame + 1ull;   /* innermost first */
 		uint64_t values[2] = { a->count, a->count * period };
+		if (diff) {   /* BASE negative, NEW scaled to BASE's total (pprof -normalize) */
+			int64_t v = a->base ? -(int64_t)a->count :
+				(int64_t)((double)a->count * (double)n_base / (double)(n_new ? n_new : 1) + 0.5);
+			values[0] = (uint64_t)v;
+			values[1] = (uint64_t)(v * (int64_t)period);
+		}
 		rbp_pb_reset(&m);
 		rbp_pb_packed(&m, SAMPLE_LOCATION_ID, locs, d);
 		rbp_pb_packed(&m, SAMPLE_VALUE, values, 2);
@@ -259,6 +281,12 @@ int rbp_write_pprof(const struct rbp_profile *p, const struct rbp_output_opts *o
 		rbp_pb_uint(&sub, LABEL_KEY, s_pid);
 		rbp_pb_int(&sub, LABEL_NUM, t->pid);
 		rbp_pb_bytes(&m, SAMPLE_LABEL, sub.b, sub.n);
+		if (a->base) {   /* as go tool pprof -diff_base marks its base's samples */
+			rbp_pb_reset(&sub);
+			rbp_pb_uint(&sub, LABEL_KEY, s_base);
+			rbp_pb_uint(&sub, LABEL_STR, s_true);
+			rbp_pb_bytes(&m, SAMPLE_LABEL, sub.b, sub.n);
+		}
 		rbp_pb_gz_message(&g, PROFILE_SAMPLE, &m);
 	}
 

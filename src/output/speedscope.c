@@ -13,9 +13,12 @@
  *     (unit "none" and weight 1 when the rate is unknown), startValue 0 and
  *     endValue the sum of the weights, so speedscope's time-ordered view
  *     lays the samples end to end;
- *   - activeProfileIndex: the thread with the most samples not waiting for
- *     work (RBP_SAMPLE_IDLE: a server's idle pool threads and master, kept
- *     with --idle), else with the most samples.
+ *   - activeProfileIndex: the busiest thread, the one speedscope opens on:
+ *     the most samples working (holding the GVL or on a CPU), then the most
+ *     not flagged waiting for work (RBP_SAMPLE_IDLE: a server's idle pool
+ *     threads, kept with --idle), then the most samples.  A thread blocked
+ *     all along in a wait that is not flagged (a master in
+ *     IO#wait_readable) has as many samples as a worker, but no work.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -96,18 +99,23 @@ int rbp_write_speedscope(const struct rbp_profile *p, const struct rbp_output_op
 	snprintf(weight, sizeof(weight), "%.9g", interval);
 
 	size_t active = 0, n_profiles = 0;
-	uint64_t best = 0;
+	uint64_t best[3] = { 0, 0, 0 };
 	for (size_t i = 0; i < nt; i++) {
 		size_t lo = start[ord[i].idx], hi = start[ord[i].idx + 1];
-		uint64_t busy = 0;
+		uint64_t work = 0, busy = 0;
 		if (lo == hi)
 			continue;
-		for (size_t k = lo; k < hi; k++)
-			busy += !(p->sample_flags[by_thread[k]] & RBP_SAMPLE_IDLE);
-		/* working samples first; the count of all only breaks ties */
-		uint64_t score = (busy << 32) | (uint64_t)(hi - lo);
-		if (score > best) {
-			best = score;
+		for (size_t k = lo; k < hi; k++) {
+			uint8_t fl = p->sample_flags ? p->sample_flags[by_thread[k]] : 0;
+			work += (fl & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU)) != 0;
+			busy += !(fl & RBP_SAMPLE_IDLE);
+		}
+		/* working samples first; then those not idle; the count of all breaks ties */
+		if (work > best[0] || (work == best[0] && (busy > best[1] ||
+		    (busy == best[1] && hi - lo > best[2])))) {
+			best[0] = work;
+			best[1] = busy;
+			best[2] = hi - lo;
 			active = n_profiles;
 		}
 		n_profiles++;

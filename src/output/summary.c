@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "output/output.h"
+#include "profile/diff.h"
 #include "util/err.h"
 #include "util/hmap.h"
 #include "util/text.h"
@@ -201,8 +202,117 @@ done:
 	return err;
 }
 
+/* A row of the diff table: the function's shares in both recordings. */
+struct diff_row {
+	const struct rbp_row *row;
+	double self[2], total[2];   /* [0] BASE, [1] NEW: fractions of each recording's samples */
+};
+
+static double abs_d(double v)
+{
+	return v < 0 ? -v : v;
+}
+
+static int cmp_diff_row(const void *a, const void *b)
+{
+	const struct diff_row *x = a, *y = b;
+	double dx = abs_d(x->total[1] - x->total[0]), dy = abs_d(y->total[1] - y->total[0]);
+	int c;
+
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	dx = abs_d(x->self[1] - x->self[0]);
+	dy = abs_d(y->self[1] - y->self[0]);
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	if ((c = strcmp(x->row->label, y->row->label)) || (c = strcmp(x->row->path, y->row->path)))
+		return c;
+	return (x->row->line > y->row->line) - (x->row->line < y->row->line);
+}
+
+/*
+ * The largest changes between two recordings (a diff profile): each
+ * function's % total and % self in BASE and in NEW (of each one's own
+ * samples), the change in points and the ratio of the shares, sorted by the
+ * change of % total, largest first; "new" and "gone" for functions in one
+ * recording only.
+ */
+static int write_diff_table(const struct rbp_profile *p, FILE *out)
+{
+	uint64_t *cnt = calloc(p->n_nodes + 1, sizeof(*cnt)), n_new, n_base;
+	uint32_t *row_of = calloc(p->n_frames + 1, sizeof(*row_of));
+	struct rbp_row *rows[2] = { NULL, NULL };
+	struct diff_row *d = NULL;
+	size_t n = 0, width = 8;
+	int err = RBP_ENOMEM;
+
+	rbp_diff_totals(p, &n_new, &n_base);
+	if (!cnt || !row_of || rbp_rows_make(p, 0, row_of, &rows[0], &n) ||
+	    !(rows[1] = malloc((n + 1) * sizeof(*rows[1]))) || !(d = calloc(n + 1, sizeof(*d))))
+		goto done;
+	memcpy(rows[1], rows[0], n * sizeof(*rows[1]));
+	for (int k = 0; k < 2; k++) {   /* k 0: BASE's samples, 1: NEW's */
+		memset(cnt, 0, p->n_nodes * sizeof(*cnt));
+		for (size_t i = 0; i < p->n_samples; i++)
+			if (p->samples[i].node < p->n_nodes && ((p->sample_flags[i] & RBP_SAMPLE_BASE) == 0) == k)
+				cnt[p->samples[i].node]++;
+		rbp_rows_count(p, cnt, row_of, rows[k], n);
+	}
+	double tot[2] = { n_base ? (double)n_base : 1, n_new ? (double)n_new : 1 };
+	for (size_t i = 0; i < n; i++) {
+		d[i].row = &rows[1][i];
+		for (int k = 0; k < 2; k++) {
+			d[i].self[k] = (double)rows[k][i].self / tot[k];
+			d[i].total[k] = (double)rows[k][i].total / tot[k];
+		}
+		if (text_width(rows[1][i].label) > width)
+			width = text_width(rows[1][i].label);
+	}
+	if (width > 60)
+		width = 60;
+	qsort(d, n, sizeof(*d), cmp_diff_row);
+	fprintf(out, "rbpeek diff: NEW pid %d (ruby %s), %.1f s, %llu samples against BASE, %llu "
+		"samples;\nshares of each recording's own samples, largest change of %% total first\n\n",
+		(int)p->meta.pid, p->meta.ruby_version, (double)p->meta.duration_ns / 1e9,
+		(unsigned long long)n_new, (unsigned long long)n_base);
+	fputs("  % total          change    ratio   % self           ", out);
+	put_padded(out, "function", width);
+	fputs("  file:line\n", out);
+	fputs("   BASE     NEW    points             BASE     NEW\n", out);
+	for (size_t i = 0; i < n; i++) {
+		const struct diff_row *r = &d[i];
+		char ratio[16];
+		if (!r->total[0] && !r->total[1])
+			continue;
+		if (!r->total[0])
+			snprintf(ratio, sizeof(ratio), "new");
+		else if (!r->total[1])
+			snprintf(ratio, sizeof(ratio), "gone");
+		else
+			snprintf(ratio, sizeof(ratio), "x%.2f", r->total[1] / r->total[0]);
+		fprintf(out, "%7.2f %7.2f  %+8.2f  %7s  %7.2f %7.2f  ", 100 * r->total[0], 100 * r->total[1],
+			100 * (r->total[1] - r->total[0]), ratio, 100 * r->self[0], 100 * r->self[1]);
+		put_padded(out, r->row->label, width);
+		fputs("  ", out);
+		if (r->row->path[0])
+			fprintf(out, "%s:%d\n", r->row->path, (int)r->row->line);
+		else
+			fputs("-\n", out);
+	}
+	err = ferror(out) ? RBP_EIO : RBP_OK;
+done:
+	free(cnt);
+	free(row_of);
+	free(rows[0]);
+	free(rows[1]);
+	free(d);
+	return err;
+}
+
 int rbp_write_summary(const struct rbp_profile *p, const struct rbp_output_opts *o, FILE *out)
 {
+	if (o && o->diff)
+		return write_diff_table(p, out);
 	return write_table(p, out, 0);
 }
 

@@ -35,10 +35,22 @@
 //   processes with --processes N (a --subprocesses recording): the filter
 //             offers N processes, and picking one shows that process's root
 //             frame alone under "all" (the others are hidden)
+//             The title says the view shown: in the view without idle
+//             samples "(+N idle hidden", in the one with them no "hidden"
+//             and the root's count of samples; and the image stays as tall
+//             as that view's stacks (no empty band over the graph)
+//   open      at 1400x900 (the field test's window): the page opens on the
+//             graph: no empty band between the header and the highest frame
+//             (the image is as tall as the stacks shown); an image that fits
+//             the window seen whole (title, highest frame, root); a taller
+//             one with the deepest level holding a quarter of the samples in the
+//             top 120 px of the window (or on screen, the image's bottom
+//             reached first)
 //   width-W   at a window W px wide (1200 and 700): the image is as wide as
 //             the window (less a scrollbar), the root frame spans it less the
 //             margins, a resize to the other width refits it, the legend
-//             names Ruby, C, native and GC, and the root is on screen
+//             names Ruby, C, native and GC, and the deepest level holding
+//             a quarter of the samples is on screen
 // --screenshot X.png also writes X-zoom.png and X-search.png (zoomed, searched).
 // Exit status 1 when a check failed.
 import { chromium } from 'playwright-core';
@@ -277,9 +289,12 @@ async function checkIdle(browser, page, errors) {
 	const look = async (p) => {
 		const fs = await layout(p);
 		const ctl = await p.evaluate(() => ({ idle: document.getElementById('idle')?.textContent ?? null,
-			count: document.getElementById('count')?.textContent ?? null }));
+			count: document.getElementById('count')?.textContent ?? null,
+			title: document.querySelector('#title > title').textContent,
+			shownTitle: document.getElementById('title').lastChild.textContent }));
+		const band = await gap(p);
 		const m = /^all \(([\d,]+) samples?/.exec(fs.find((f) => f.p < 0).name);
-		return { fs, ...ctl, root: m ? +m[1].replace(/,/g, '') : NaN,
+		return { fs, ...ctl, band, root: m ? +m[1].replace(/,/g, '') : NaN,
 			named: fs.filter((f) => f.shown && f.name.startsWith(args.idle + ' (')).length,
 			shown: fs.filter((f) => f.shown).length };
 	};
@@ -294,6 +309,15 @@ async function checkIdle(browser, page, errors) {
 		if (`${v.root}` !== v.count.replace(/,/g, '')) probs.push(`${what}: root ${v.root} samples, subtitle ${v.count}`);
 		if (bad) probs.push(`${what}: ${bad}`);
 		if (idle ? v.named : !v.named) probs.push(`${what}: ${v.named} ${args.idle} frames shown`);
+		// the title says this view: "N samples (+M idle hidden" or all samples shown
+		const tm = /([\d,]+) samples( \(\+([\d,]+) idle hidden)?/.exec(v.title) || [];
+		const tn = +(tm[1] || '').replace(/,/g, '');
+		if (idle ? !tm[2] || tn !== v.root || +tm[3].replace(/,/g, '') !== n : tm[2] || tn !== v.root)
+			probs.push(`${what}: the title says ${JSON.stringify(v.title)} (root ${v.root} samples, ${n} idle)`);
+		if (!v.title.startsWith(v.shownTitle.replace(/\.\.$/, '')))
+			probs.push(`${what}: the title drawn is ${JSON.stringify(v.shownTitle)}, not ${JSON.stringify(v.title)}`);
+		if (v.band > FRAME_H)
+			probs.push(`${what}: ${v.band.toFixed(0)} px empty between the header and the highest frame`);
 	};
 	await page.locator('#idle').click();
 	const b = await look(page), hash = new URL(page.url()).hash;
@@ -335,13 +359,84 @@ async function checkProcesses(page) {
 	report('processes', probs.length === 0, probs.join('; '));
 }
 
+const HEADER = 80, FRAME_H = 16;   // the header's height and one stack level, px (flamegraph.c)
+
+// Pixels of empty image between the header and the top of the highest frame shown.
+async function gap(page) {
+	return page.evaluate((hd) => {
+		const svgTop = document.documentElement.getBoundingClientRect().top;
+		let top = Infinity;
+		for (const g of document.querySelectorAll('#frames > g.f')) {
+			const r = g.querySelector('rect').getBoundingClientRect();
+			if (getComputedStyle(g).display !== 'none' && r.width > 0) top = Math.min(top, r.top - svgTop);
+		}
+		return top - hd;
+	}, HEADER);
+}
+
+// The page as it opens in the field test's window (1400x900): on the graph,
+// title and top of the stacks on screen, no empty band over them, the root
+// on screen too when the image fits.
+async function checkOpen(browser, url, errors) {
+	const page = await open(browser, url, errors, 1400);
+	const v = await page.evaluate(() => {
+		const t = document.getElementById('title').getBoundingClientRect();
+		const root = document.querySelector('#frames > g.f[data-d="0"] > rect').getBoundingClientRect();
+		let top = null;
+		for (const g of document.querySelectorAll('#frames > g.f')) {
+			const r = g.querySelector('rect').getBoundingClientRect();
+			if (getComputedStyle(g).display !== 'none' && r.width > 0 && (!top || r.top < top.top)) top = r;
+		}
+		// the deepest level holding a quarter of the samples, and its place
+		const sum = [], place = [];
+		let total = 0;
+		for (const g of document.querySelectorAll('#frames > g.f')) {
+			const r = g.querySelector('rect').getBoundingClientRect(), d = +g.dataset.d;
+			if (getComputedStyle(g).display === 'none' || !r.width) continue;
+			sum[d] = (sum[d] || 0) + +g.dataset.w;
+			place[d] = [r.top, r.bottom];
+			if (d === 0) total = +g.dataset.w;
+		}
+		let deep = 0;
+		sum.forEach((v, i) => { if (v >= 0.25 * total) deep = i; });
+		return { title: [t.top, t.bottom], top: [top.top, top.bottom], root: [root.top, root.bottom],
+			deep, level: place[deep], vh: window.innerHeight,
+			h: +document.documentElement.getAttribute('height'), y: window.scrollY };
+	});
+	const band = await gap(page);
+	const on = (r) => r[0] >= 0 && r[1] <= v.vh + 1;
+	const probs = [];
+	if (band > FRAME_H) probs.push(`${band.toFixed(0)} px empty between the header and the highest frame`);
+	if (v.h <= v.vh) {
+		if (!on(v.title)) probs.push(`the title at ${v.title[0].toFixed(0)}..${v.title[1].toFixed(0)}`);
+		if (!on(v.top)) probs.push(`the highest frame at ${v.top[0].toFixed(0)}..${v.top[1].toFixed(0)}`);
+		if (!on(v.root)) probs.push(`the root at ${v.root[0].toFixed(0)}..${v.root[1].toFixed(0)}`);
+	} else if (!on(v.level) || (v.level[1] > 120 + FRAME_H && v.y + v.vh < v.h - 1))
+		// near the top of the window, unless the image ends first (then the root shows)
+		probs.push(`level ${v.deep} (the deepest with a quarter of the samples) at ${v.level[0].toFixed(0)}..${v.level[1].toFixed(0)}`);
+	else if (v.y + v.vh > v.h + 1)
+		probs.push('scrolled past the bottom');
+	report('open', probs.length === 0, `image ${v.h} px tall, scrolled to ${v.y} in a ${v.vh} px window: ${probs.join('; ')}`);
+	await page.close();
+}
+
 // The image fits a window `width` px wide, refits on resize, has a legend,
-// and opens with the root (the bottom frame) on screen.
+// and opens with the deepest level holding a quarter of the samples on screen.
 async function checkWidth(browser, url, errors, width) {
 	const page = await open(browser, url, errors, width);
 	const look = () => page.evaluate(() => {
 		const svg = document.documentElement, root = document.querySelector('#frames > g.f[data-d="0"] > rect');
-		const box = root.getBoundingClientRect();
+		// the deepest level holding a quarter of the samples
+		const sum = [], place = [];
+		for (const g of document.querySelectorAll('#frames > g.f')) {
+			const r = g.querySelector('rect').getBoundingClientRect(), d = +g.dataset.d;
+			if (getComputedStyle(g).display === 'none' || !r.width) continue;
+			sum[d] = (sum[d] || 0) + +g.dataset.w;
+			place[d] = r;
+		}
+		let deep = 0;
+		sum.forEach((v, i) => { if (v >= 0.25 * sum[0]) deep = i; });
+		const box = place[deep];
 		return { svg: +svg.getAttribute('width'), inner: window.innerWidth, client: svg.clientWidth,
 			root: +root.getAttribute('width'), top: box.top, bottom: box.bottom, vh: window.innerHeight,
 			legend: [...document.querySelectorAll('#legend text')].map((t) => t.textContent) };
@@ -356,7 +451,7 @@ async function checkWidth(browser, url, errors, width) {
 	const onScreen = a.top >= 0 && a.bottom <= a.vh + 1;
 	report(`width-${width}`, fits(a, width) && fits(b, other) && legend && onScreen,
 		`window ${width}: image ${a.svg} px, root ${a.root}; resized to ${other}: image ${b.svg}, root ${b.root}; ` +
-		`legend ${JSON.stringify(a.legend)}; root at ${a.top.toFixed(0)}..${a.bottom.toFixed(0)} of ${a.vh}`);
+		`legend ${JSON.stringify(a.legend)}; the deepest level with a quarter of the samples at ${a.top.toFixed(0)}..${a.bottom.toFixed(0)} of ${a.vh}`);
 	await page.close();
 }
 
@@ -388,6 +483,7 @@ async function main() {
 			await checkProcesses(page);
 		if (args.idle)
 			await checkIdle(browser, page, errors);
+		await checkOpen(browser, url, errors);
 		for (const w of [1200, 700])
 			await checkWidth(browser, url, errors, w);
 		report('errors', errors.length === 0, errors.join('; '));

@@ -3,7 +3,7 @@
 // Chromium (playwright-core, never a downloaded browser).
 //
 //   node tests/browser/speedscope.mjs [--name PREFIX] [--screenshot-dir DIR]
-//        --load FILE [--profiles N] [--expect NAME]... [--load FILE ...]...
+//        --load FILE [--profiles N] [--active NAME] [--expect NAME]... [--load FILE ...]...
 //
 // Each --load FILE (speedscope JSON, Chrome trace JSON, or anything else
 // speedscope imports) is opened with #profileURL= and checked, printed as
@@ -14,6 +14,8 @@
 //             warning (trace events nest properly)
 //   profiles  with --profiles N: the toolbar's profile selector says "1/N"
 //             (one profile per thread) -- checked when N > 1
+//   active    with --active NAME: the app opens on the profile (thread)
+//             whose name contains NAME: the toolbar names it
 //   expect    in the Sandwich view (a DOM table of every function) of any
 //             of the profiles, a row named exactly each --expect NAME (or
 //             "NAME {...}": speedscope appends trace events' args)
@@ -32,7 +34,8 @@ function parseArgs(argv) {
 	const a = { name: 'speedscope', shots: null, loads: [] };
 	for (let i = 0; i < argv.length; i++) {
 		const k = argv[i], v = argv[i + 1];
-		if (k === '--load') { a.loads.push({ file: v, expect: [], profiles: 0 }); i++; }
+		if (k === '--load') { a.loads.push({ file: v, expect: [], profiles: 0, active: null }); i++; }
+		else if (k === '--active' && a.loads.length) { a.loads.at(-1).active = v; i++; }
 		else if (k === '--expect' && a.loads.length) { a.loads.at(-1).expect.push(v); i++; }
 		else if (k === '--profiles' && a.loads.length) { a.loads.at(-1).profiles = +v; i++; }
 		else if (k === '--name') { a.name = v; i++; }
@@ -147,6 +150,13 @@ async function check(browser, base, index, load) {
 				m ? `the profile selector says ${m[0]}, want 1/${load.profiles}` :
 					'no "(1/N)" profile selector in the toolbar');
 		}
+		if (load.active) {
+			// the toolbar's middle: "NAME (i/N)" over the flame chart
+			const m = text.match(/^.*\(\d+\/\d+\).*$/m);
+			report(prefix, 'active', m && m[0].includes(load.active),
+				`speedscope opened on ${m ? JSON.stringify(m[0].trim()) : 'no profile named in the toolbar'}, ` +
+				`not the thread named ${JSON.stringify(load.active)}`);
+		}
 		if (load.expect.length) {
 			await page.keyboard.press('3');   // speedscope's key for the Sandwich view
 			await page.waitForTimeout(500);
@@ -154,6 +164,12 @@ async function check(browser, base, index, load) {
 			// next one); the table is virtualized, so scroll it through
 			const names = new Set();
 			const count = Math.max(load.profiles, 1);
+			// the file opens on its busiest thread (activeProfileIndex), not
+			// necessarily the first: go back to the first ('p': previous)
+			for (let i = 1; i < count; i++) {
+				await page.keyboard.press('p');
+				await page.waitForTimeout(100);
+			}
 			for (let i = 0; i < count; i++) {
 				if (i) {
 					await page.keyboard.press('n');

@@ -29,6 +29,7 @@
 
 #include "harness.h"
 #include "output/output.h"
+#include "profile/diff.h"
 #include "profile/profile.h"
 #include "profile/raw.h"
 #include "util/err.h"
@@ -623,7 +624,8 @@ static void bench(size_t n)
 int main(void)
 {
 	static const char *const text_formats[] = { "collapsed", "summary", "summary-by-line",
-						    "callgrind", "chrome", "speedscope", "flamegraph" };
+						    "callgrind", "chrome", "speedscope", "flamegraph",
+						    "dot" };
 	struct rbp_profile p;
 	char *buf = NULL;
 	size_t len = 0;
@@ -734,6 +736,38 @@ int main(void)
 			CHECK_EQ_INT(err, RBP_EIO);
 			fclose(ro);
 		}
+	}
+
+	/*
+	 * A recording against itself: every function's share unchanged (the
+	 * table says +0.00 points, x1.00 everywhere), the pprof diff's values
+	 * add up to nothing, the differential flame graph is all white.
+	 */
+	TEST("diff: a profile against itself changes nothing") {
+		struct rbp_profile d;
+		struct rbp_output_opts oo = { .title = TITLE, .diff = 1 };
+		uint64_t n_new, n_base;
+		FILE *m;
+		CHECK_EQ_INT(rbp_profile_diff(&p, &p, 0, &d), RBP_OK);
+		rbp_diff_totals(&d, &n_new, &n_base);
+		CHECK_EQ_INT(n_new, 14);
+		CHECK_EQ_INT(n_base, 14);
+		CHECK((m = open_memstream(&buf, &len)) != NULL);
+		CHECK_EQ_INT(rbp_write_summary(&d, &oo, m), RBP_OK);
+		fclose(m);
+		CHECK(buf && strstr(buf, "    +0.00    x1.00") && !strstr(buf, "new ") && !strstr(buf, "gone"));
+		/* every row after the header: no change */
+		for (char *l = buf ? strstr(buf, "BASE     NEW\n") : NULL; l && (l = strchr(l, '\n')) && l[1]; l++)
+			CHECK(strstr(l + 1, "+0.00") && strstr(l + 1, "+0.00") < strchr(l + 1, '\n'));
+		free(buf);
+		CHECK((m = open_memstream(&buf, &len)) != NULL);
+		CHECK_EQ_INT(rbp_write_flamegraph(&d, &oo, m), RBP_OK);
+		fclose(m);
+		CHECK(buf && strstr(buf, ": +0.00 points, x1.00)") && !strstr(buf, "points, x0.") &&
+		      !strstr(buf, "+0.01 points"));
+		CHECK(buf && !strstr(buf, "fill=\"rgb(0,") && !strstr(buf, "new: not in BASE"));
+		free(buf);
+		rbp_profile_free(&d);
 	}
 
 	TEST("an empty profile writes in every format") {
