@@ -46,11 +46,16 @@
 #                     turns each object into a skeleton header
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
+#                     (the name is older than its scope: tools/setup-tests.sh
+#                     installs the whole test set-up with it)
 #                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
 #   debhelper, dpkg-dev, lintian   build and check the Debian package
 #   debootstrap       the clean Debian 12 chroot the package is installed in
 #   man-db            man -w rbpeek after make install
 #   zsh               checks the generated zsh completion (zsh -n)
+#   golang-go         go tool pprof, the real client of the pprof outputs and
+#                     the agent's payloads (tests/formats, 79-agent): installed
+#                     before the tests by tools/setup-tests.sh, not inside them
 #   git               make dist (the release tarball the package and gem are
 #                     built from is git archive of the checkout)
 set -eu
@@ -59,7 +64,7 @@ PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler ruby-rails ruby-sqlite3
 	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool libgraphviz-dev"
 if [ "${1:-}" = --packaging ]; then
-	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git"
+	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git golang-go"
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
