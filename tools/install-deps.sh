@@ -46,9 +46,10 @@
 #                     turns each object into a skeleton header
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
-#                     (the name is older than its scope: tools/setup-tests.sh
-#                     installs the whole test set-up with it)
-#                     tests use (tests/e2e/98-install.rb, 99-deb.rb):
+#                     tests use (tests/e2e/98-install.rb, 99-deb.rb), and the
+#                     other clients the tests read outputs with (the name is
+#                     older than its scope: tools/setup-tests.sh installs the
+#                     tests' packages with it):
 #   debhelper, dpkg-dev, lintian   build and check the Debian package
 #   debootstrap       the clean Debian 12 chroot the package is installed in
 #   man-db            man -w rbpeek after make install
