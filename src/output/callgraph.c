@@ -19,7 +19,12 @@
  * (default 80) largest by total; a stack is then read through the
  * functions kept, so a call through dropped functions is an edge between
  * the kept ones around them, drawn dashed; edges under edge_fraction of the
- * samples (default 0.001) are dropped.  The graph's label says so.
+ * samples (default 0.001) are dropped, and of the rest only the
+ * CG_EDGES_PER_NODE * (kept functions) heaviest are drawn: Graphviz's
+ * crossing minimisation grows far faster than the edges do (a dense
+ * 80-function graph of a few thousand calls took minutes), and a profile,
+ * even a hostile raw file, must not make report take that long.  The
+ * graph's label says so.
  *
  * Cost: one pass over the stacks with samples, each walked to the root
  * (O(sum of their depths)), with a hash of edges; nothing recurses.
@@ -38,6 +43,7 @@ struct cg_edge {
 	uint64_t w;          /* samples whose stack holds the call */
 	uint32_t stamp;      /* last stack node counted (once per sample) */
 	uint8_t residual;    /* through dropped functions */
+	uint8_t shown;       /* drawn: over edge_fraction and among the heaviest */
 };
 
 struct cg {
@@ -55,6 +61,9 @@ struct cg {
 	double node_fraction, edge_fraction;
 	size_t node_count;
 };
+
+#define CG_EDGES_PER_NODE 4
+#define CG_EDGES_MIN 64
 
 static const struct rbp_row *cg_sort_rows;
 
@@ -123,7 +132,7 @@ static int cg_call(struct cg *g, struct rbp_hmap *index, uint32_t from, uint32_t
 	if (!rbp_hmap_get(index, key, &idx)) {
 		if (rbp_grow(&g->edges, &g->cap_edges, g->n_edges + 1, sizeof(*g->edges)))
 			return RBP_ENOMEM;
-		g->edges[g->n_edges] = (struct cg_edge){ from, to, 0, UINT32_MAX, 0 };
+		g->edges[g->n_edges] = (struct cg_edge){ from, to, 0, UINT32_MAX, 0, 0 };
 		idx = g->n_edges++;
 		if (rbp_hmap_put(index, key, idx))
 			return RBP_ENOMEM;
@@ -204,10 +213,43 @@ static double cg_pct(const struct cg *g, uint64_t v)
 	return g->n ? 100.0 * (double)v / (double)g->n : 0;
 }
 
-static void cg_dot(const struct cg *g, FILE *out)
+static int cg_cmp_edge_w(const void *a, const void *b)
+{
+	const struct cg_edge *x = *(struct cg_edge *const *)a, *y = *(struct cg_edge *const *)b;
+
+	return x->w != y->w ? (x->w < y->w ? 1 : -1) : (x < y ? -1 : x > y);
+}
+
+/* Mark the edges drawn (see the top of the file); returns how many, or -1 without memory. */
+static long cg_pick_edges(struct cg *g)
+{
+	size_t cap = CG_EDGES_PER_NODE * g->n_kept, n = 0;
+	struct cg_edge **by;
+
+	if (cap < CG_EDGES_MIN)
+		cap = CG_EDGES_MIN;
+	for (size_t i = 0; i < g->n_edges; i++) {
+		g->edges[i].shown = (double)g->edges[i].w >= g->edge_fraction * (double)g->n;
+		n += g->edges[i].shown;
+	}
+	if (n <= cap)
+		return (long)n;
+	if (!(by = malloc(n * sizeof(*by))))
+		return -1;
+	n = 0;
+	for (size_t i = 0; i < g->n_edges; i++)
+		if (g->edges[i].shown)
+			by[n++] = &g->edges[i];
+	qsort(by, n, sizeof(*by), cg_cmp_edge_w);
+	for (size_t i = cap; i < n; i++)
+		by[i]->shown = 0;
+	free(by);
+	return (long)cap;
+}
+
+static void cg_dot(const struct cg *g, size_t n_shown, FILE *out)
 {
 	uint64_t max_self = 1, max_w = 1;
-	size_t n_shown = 0;
 
 	for (size_t k = 0; k < g->n_kept; k++)
 		if (g->rows[g->kept[k]].self > max_self)
@@ -219,16 +261,15 @@ static void cg_dot(const struct cg *g, FILE *out)
 	fputs("graph [fontname=\"Helvetica\", fontsize=14, labelloc=t, labeljust=l, nodesep=0.3, "
 	      "ranksep=0.45, label=\"", out);
 	cg_str(out, g->o && g->o->title ? g->o->title : "rbpeek call graph");
-	for (size_t i = 0; i < g->n_edges; i++)
-		n_shown += (double)g->edges[i].w >= g->edge_fraction * (double)g->n;
 	fprintf(out, "\\lcall graph: %zu of %zu functions, %zu of %zu calls; self and total in %% of "
 		"%llu samples (total once per sample, however deep the recursion)\\l"
 		"dropped: functions under %g%% of the samples (--node-fraction %g), all but the %zu "
-		"largest (--node-count),\\lcalls under %g%% (--edge-fraction %g); a dashed call passes "
+		"largest (--node-count),\\lcalls under %g%% (--edge-fraction %g), the heaviest %d per "
+		"function drawn; a dashed call passes "
 		"through dropped functions; click a function for its callers and callees\\l\"];\n",
 		g->n_kept, g->n_with, n_shown, g->n_edges, (unsigned long long)g->n,
 		100 * g->node_fraction, g->node_fraction, g->node_count, 100 * g->edge_fraction,
-		g->edge_fraction);
+		g->edge_fraction, CG_EDGES_PER_NODE);
 	fputs("node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", margin=\"0.1,0.05\"];\n"
 	      "edge [fontname=\"Helvetica\", fontsize=10, arrowsize=0.7];\n", out);
 	for (size_t k = 0; k < g->n_kept; k++) {
@@ -254,7 +295,7 @@ static void cg_dot(const struct cg *g, FILE *out)
 		const struct cg_edge *e = &g->edges[i];
 		double f = (double)e->w / (double)max_w;
 		int grey = 170 - (int)(150 * f);
-		if ((double)e->w < g->edge_fraction * (double)g->n)
+		if (!e->shown)
 			continue;
 		fprintf(out, "N%u -> N%u [label=\" %.2f%%\", weight=%llu, penwidth=%.2f, "
 			"color=\"#%02x%02x%02x\"%s, tooltip=\"", e->from + 1, e->to + 1, cg_pct(g, e->w),
@@ -299,8 +340,14 @@ static int cg_build(const struct rbp_profile *p, const struct rbp_output_opts *o
 	if (!err)
 		err = cg_edges(&g, count);
 	if (!err) {
-		cg_dot(&g, out);
-		err = ferror(out) ? RBP_EIO : RBP_OK;
+		long shown = cg_pick_edges(&g);
+
+		if (shown < 0) {
+			err = RBP_ENOMEM;
+		} else {
+			cg_dot(&g, (size_t)shown, out);
+			err = ferror(out) ? RBP_EIO : RBP_OK;
+		}
 	}
 	free(count);
 	cg_free(&g);

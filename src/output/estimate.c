@@ -222,6 +222,22 @@ static uint64_t est_tables(struct est *e, uint64_t per_node, uint64_t per_sample
 }
 
 /*
+ * callgraph, dot: a node per function, an edge per caller/callee pair --
+ * at most one per stack node, fewer after pruning -- and, for the SVG,
+ * Graphviz's drawing of each (shapes, text, paths) under a fixed script.
+ */
+static uint64_t est_graph(struct est *e, int svg)
+{
+	const struct rbp_profile *p = e->p;
+	uint64_t total = svg ? (64 << 10) : 1024;
+
+	for (size_t f = 0; f < p->n_frames; f++)
+		total += (svg ? 1024 : 128) + 2 * (uint64_t)e->json[f];
+	total += (uint64_t)p->n_nodes * (svg ? 512 : 64);
+	return total;
+}
+
+/*
  * chrome: a slice per function activation.  Between two consecutive
  * samples of a thread at most the frames below their common ancestor
  * start new slices (fewer when only a line changed).
@@ -281,8 +297,7 @@ int rbp_output_estimate(const struct rbp_profile *p, const struct rbp_format *f,
 		else if (f->write == rbp_write_raw)
 			n = est_tables(&e, 8, 8);
 		else if (f->write == rbp_write_callgraph || f->write == rbp_write_dot)
-			/* a node per function, an edge per caller/callee pair (pruned) */
-			n = est_tables(&e, 96, 0);
+			n = est_graph(&e, f->write == rbp_write_callgraph);
 		else {   /* a format this file does not know: the largest of them */
 			uint64_t (*all[])(struct est *) = { est_collapsed, est_flamegraph,
 				est_speedscope, est_pprof, est_chrome };

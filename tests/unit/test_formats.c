@@ -946,7 +946,10 @@ int main(void)
 					printf("  %s (profile %d): estimate %llu for %llu bytes\n", f->name, k,
 					       (unsigned long long)est, (unsigned long long)size);
 				CHECK(est >= size);
-				CHECK(est <= 8 * size + (128 << 10));
+				/* the call graph prunes to its largest functions and calls: the
+				 * estimate counts every function, an upper bound only */
+				if (strcmp(f->name, "callgraph") && strcmp(f->name, "dot"))
+					CHECK(est <= 8 * size + (128 << 10));
 				/* a limit stops the count early, past the limit */
 				CHECK_EQ_INT(rbp_output_estimate(&q[k], f, size / 2, &est), RBP_OK);
 				CHECK(est > size / 2);
