@@ -221,6 +221,43 @@ void rbp_profile_view_free(struct rbp_profile *view)
 	view->n_samples = 0;
 }
 
+int rbp_blocking_wait(const char *label)
+{
+	static const char *const waits[] = {
+		"Kernel#sleep", "IO#wait_readable", "IO#wait_writable", "IO#wait", "IO.select",
+		"Thread#join", "Thread#value", "Thread::Mutex#sleep", "Thread::Mutex#lock",
+		"Thread::ConditionVariable#wait", "Thread::Queue#pop", "Thread::SizedQueue#pop",
+		"Thread::SizedQueue#push", "Process.wait", "Process.wait2", "Process.waitpid",
+		"NIO::Selector#select", "TCPServer#accept", "UNIXServer#accept", "Socket#accept",
+		"IO#read", "IO#readpartial", "IO#sysread", "IO#gets", "Monitor#wait_for_cond",
+	};
+
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		if (!strcmp(label, waits[i]))
+			return 1;
+	return 0;
+}
+
+/*
+ * Whether sample i is work: the thread held the GVL, or it was runnable
+ * elsewhere than in a blocking wait.  (A thread woken from a wait is
+ * runnable, still in the wait's frame, until a CPU takes it: on a loaded
+ * machine that lasts milliseconds at every wake-up, and is no work.)
+ */
+static int sample_worked(const struct rbp_profile *p, size_t i)
+{
+	uint8_t fl = p->sample_flags[i];
+	uint32_t node = p->samples[i].node;
+
+	if (fl & RBP_SAMPLE_GVL)
+		return 1;
+	if (!(fl & RBP_SAMPLE_ONCPU))
+		return 0;
+	if (node && node < p->n_nodes && p->nodes[node].frame < p->n_frames)
+		return !rbp_blocking_wait(p->frames[p->nodes[node].frame].label);
+	return 1;
+}
+
 int rbp_profile_waiters(const struct rbp_profile *p, size_t n, uint8_t *waiter)
 {
 	uint64_t *seen = calloc(2 * (p->n_threads + 1), sizeof(*seen)), *worked;
@@ -230,8 +267,7 @@ int rbp_profile_waiters(const struct rbp_profile *p, size_t n, uint8_t *waiter)
 	worked = seen + p->n_threads + 1;
 	for (size_t i = 0; i < n && i < p->n_samples; i++) {
 		seen[p->samples[i].thread]++;
-		worked[p->samples[i].thread] +=
-			!!(p->sample_flags[i] & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU));
+		worked[p->samples[i].thread] += (uint64_t)sample_worked(p, i);
 	}
 	for (size_t t = 0; t < p->n_threads; t++)
 		waiter[t] = seen[t] < RBP_WAITER_MIN_SAMPLES ? !worked[t]

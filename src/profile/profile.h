@@ -144,10 +144,14 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
  * rbp_profile_mark_idle_threads instead).
  */
 int rbp_waiting_for_work(const char *label, size_t depth, int is_main);
+/* Whether label is a blocking wait (sleep, I/O waits, joins, locks, queues, accept). */
+int rbp_blocking_wait(const char *label);
 /*
  * The threads that only wait, judged from what they were doing over
- * samples [0, n): a thread is a waiter when it held the GVL or ran on a
- * CPU in at most RBP_WAITER_WORK_PCT % of its samples (never, below
+ * samples [0, n): a thread is a waiter when it worked - held the GVL, or
+ * was runnable with its innermost frame anything but a blocking wait (a
+ * thread just woken from one is runnable in it until a CPU takes it) - in
+ * at most RBP_WAITER_WORK_PCT % of its samples (never, below
  * RBP_WAITER_MIN_SAMPLES samples).  A share, not "never", so that the
  * choice is stable from run to run: a server's master blocked in
  * IO#wait_readable that wakes now and then for a few microseconds is a

@@ -57,15 +57,18 @@ int main(void)
 	if (rbp_profile_init(&p))
 		return 1;
 	TEST("a master that woke in 1 of 100 samples is a waiter, wake-up included; a 10 % worker is not") {
-		uint32_t m, w;
+		uint32_t m, w, f_work, n_work;
 		CHECK(rbp_profile_frame(&p, "IO#wait_readable", "<cfunc>", 0, 0, RBP_PFRAME_CFUNC, &f) == 0);
 		CHECK(rbp_profile_child(&p, 0, f, &node) == 0);
+		CHECK(rbp_profile_frame(&p, "PostsController#index", "/app.rb", 3, 1, RBP_PFRAME_RUBY, &f_work) == 0);
+		CHECK(rbp_profile_child(&p, 0, f_work, &n_work) == 0);
 		CHECK(rbp_profile_thread(&p, 1, 1, "master", &m) == 0);
 		CHECK(rbp_profile_thread(&p, 1, 2, "worker", &w) == 0);
 		for (int i = 0; i < 100; i++) {
 			/* the master caught once at its wake-up (the old rule: never idle then) */
 			CHECK(rbp_profile_add(&p, (uint64_t)i, m, node, i == 50 ? RBP_SAMPLE_GVL : 0) == 0);
-			CHECK(rbp_profile_add(&p, (uint64_t)i, w, node, i % 10 ? 0 : RBP_SAMPLE_ONCPU) == 0);
+			CHECK(rbp_profile_add(&p, (uint64_t)i, w, i % 10 ? node : n_work,
+					      i % 10 ? 0 : RBP_SAMPLE_ONCPU) == 0);
 		}
 		uint8_t waiter[2] = { 9, 9 };
 		CHECK(rbp_profile_waiters(&p, p.n_samples, waiter) == 0);
@@ -74,6 +77,28 @@ int main(void)
 		CHECK(p.sample_flags[100] & RBP_SAMPLE_IDLE);      /* its wake-up (sample 2 x 50) too */
 		for (size_t i = 1; i < p.n_samples; i += 2)
 			CHECK(!(p.sample_flags[i] & RBP_SAMPLE_IDLE));   /* the worker's waits are work */
+	}
+	rbp_profile_free(&p);
+	if (rbp_profile_init(&p))
+		return 1;
+	TEST("runnable in a wait (woken, waiting for a CPU) is not work; runnable elsewhere is") {
+		uint32_t n_sleep, n_calc, f2, napper, cruncher;
+		CHECK(rbp_profile_frame(&p, "Kernel#sleep", "", 0, 0, RBP_PFRAME_CFUNC, &f) == 0);
+		CHECK(rbp_profile_child(&p, 0, f, &n_sleep) == 0);
+		CHECK(rbp_profile_frame(&p, "BCrypt::Engine.__bc_crypt", "", 0, 0, RBP_PFRAME_CFUNC, &f2) == 0);
+		CHECK(rbp_profile_child(&p, 0, f2, &n_calc) == 0);
+		CHECK(rbp_profile_thread(&p, 1, 1, "napper", &napper) == 0);
+		CHECK(rbp_profile_thread(&p, 1, 2, "cruncher", &cruncher) == 0);
+		for (int i = 0; i < 100; i++) {
+			/* on a loaded machine a woken napper is runnable a fifth of the time */
+			CHECK(rbp_profile_add(&p, (uint64_t)i, napper, n_sleep, i % 5 ? 0 : RBP_SAMPLE_ONCPU) == 0);
+			/* C work without the GVL */
+			CHECK(rbp_profile_add(&p, (uint64_t)i, cruncher, n_calc, i % 5 ? 0 : RBP_SAMPLE_ONCPU) == 0);
+		}
+		uint8_t waiter[2] = { 9, 9 };
+		CHECK(rbp_profile_waiters(&p, p.n_samples, waiter) == 0);
+		CHECK(waiter[napper] == 1 && waiter[cruncher] == 0);
+		CHECK(rbp_blocking_wait("IO#wait_readable") && !rbp_blocking_wait("PG::Connection#exec"));
 	}
 	rbp_profile_free(&p);
 	return harness_report();
