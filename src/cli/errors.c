@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/signals.h"
 #include "profile/subject.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
@@ -114,6 +115,12 @@ int cli_fail(int err, const struct cli_subject *s)
 		break;
 	case RBP_ENONATIVE:
 		return cli_no_native();
+	case RBP_ENOTREADY:
+		fprintf(stderr, "rbpeek: error: %s: %s after %.0f s of waiting\n"
+			"hint: a Ruby process sets its VM up within milliseconds of its start; one "
+			"that takes longer may be stopped (kill -CONT) or about to exit\n", who,
+			rbp_strerror(err), (double)RBP_SUBJECT_READY_NS / 1e9);
+		return EXIT_VM;
 	case RBP_ENOVM:
 	case RBP_ECORRUPT:
 	case RBP_EFAULT:
@@ -191,6 +198,18 @@ void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 	vo->test_no_table = (e = getenv("RBPEEK_TEST_NO_TABLE")) && !strcmp(e, "1");
 }
 
+static void say_waiting(void *ctx)
+{
+	fprintf(stderr, "rbpeek: process %d is starting (Ruby not loaded or its VM not set up yet): waiting "
+		"up to %.0f s\n", *(const int *)ctx, (double)RBP_SUBJECT_READY_NS / 1e9);
+}
+
+int cli_attach_pid(int pid, struct rbp_vm_opts *vo, struct rbp_subject *s)
+{
+	return rbp_subject_wait_ready(s, pid, vo, RBP_SUBJECT_READY_NS, say_waiting,
+				      cli_should_stop, &pid);
+}
+
 int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
 		struct rbp_subject *s)
 {
@@ -200,7 +219,8 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 	subj->core = o->core;
 	subj->forced = vo->force_version = o->force_version;
 	cli_vm_env(vo, o->layout);
-	err = rbp_subject_open(s, o->pid, o->core, o->sysroot, vo);
+	err = o->core ? rbp_subject_open(s, o->pid, o->core, o->sysroot, vo) :
+	      cli_attach_pid(o->pid, vo, s);
 	if (!s->t)
 		return err;
 	subj->version = vo->found_version;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "profile/subject.h"
 #include "proc/native.h"
@@ -60,12 +61,56 @@ int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct r
 		}
 		/* a process starting up may have no Ruby frame to validate a layout with yet */
 		int retry = err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_EFAULT ||
+			    err == RBP_ENOTREADY ||
 			    ((err == RBP_ENOTRUBY || err == RBP_ELAYOUT) &&
 			     mono_ns() - since < RBP_SUBJECT_NOT_RUBY_NS);
 		if (!starting || !retry || (should_stop && should_stop(ctx)) || (gone && gone(ctx)))
 			return gone && gone(ctx) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
 	}
+}
+
+/* 1 when process pid started less than ns ago (0 when that cannot be read). */
+static int younger_than(int pid, uint64_t ns)
+{
+	struct timespec boot;
+	pid_t ppid;
+	uint64_t start;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (rbp_proc_parent(pid, &ppid, &start) || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot))
+		return 0;
+	uint64_t now = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
+	uint64_t started = start * (1000000000ull / (uint64_t)hz);
+	return now < started + ns;
+}
+
+/*
+ * Not ready: the VM-open code says so (RBP_ENOTREADY), or the process is
+ * not Ruby yet but started less than the bound ago (it may be an exec
+ * away from Ruby, or the loader may not have mapped libruby yet).
+ */
+static int not_ready(int err, int pid, uint64_t bound_ns)
+{
+	return err == RBP_ENOTREADY || (err == RBP_ENOTRUBY && younger_than(pid, bound_ns));
+}
+
+int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *vo, uint64_t bound_ns,
+			   void (*waiting)(void *ctx), int (*should_stop)(void *ctx), void *ctx)
+{
+	struct timespec pause = { 0, 2 * 1000 * 1000 };
+	uint64_t since = mono_ns();
+	int err = rbp_subject_open(s, pid, NULL, NULL, vo);
+
+	if (not_ready(err, pid, bound_ns) && waiting)
+		waiting(ctx);
+	while (not_ready(err, pid, bound_ns) && mono_ns() - since < bound_ns &&
+	       !(should_stop && should_stop(ctx))) {
+		rbp_subject_close(s);
+		nanosleep(&pause, NULL);
+		err = rbp_subject_open(s, pid, NULL, NULL, vo);
+	}
+	return err;
 }
 
 int rbp_subject_native(struct rbp_subject *s)

@@ -187,8 +187,11 @@ static int validate_vm(struct rbp_vm *vm, uint64_t addr)
 	uint64_t main_th, th_vm, ractor;
 	uint32_t cnt;
 
-	if (rv_word(vm, addr + L->vm.main_thread, &main_th) ||
-	    rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr)
+	if (rv_word(vm, addr + L->vm.main_thread, &main_th))
+		return RBP_ENOVM;
+	if (!main_th)
+		return RBP_ENOTREADY;   /* Init_BareVM has not made the main thread yet */
+	if (rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr)
 		return RBP_ENOVM;
 	if (L->shape.threads == RBP_THREADS_IN_RACTOR) {
 		if (rv_word(vm, addr + L->vm.main_ractor, &ractor) ||
@@ -239,11 +242,18 @@ static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 {
 	uint64_t v;
 
-	if (rv_word(vm, slot, &v) || !v)
+	if (rv_word(vm, slot, &v))
 		return RBP_ENOVM;
-	if (validate_vm(vm, v)) {
-		if (!in_ruby_file(vm, v) || rv_word(vm, v, &v) || !v || validate_vm(vm, v))
+	if (!v)
+		return RBP_ENOTREADY;
+	int err = validate_vm(vm, v);
+	if (err) {
+		if (!in_ruby_file(vm, v))
+			return err == RBP_ENOTREADY ? err : RBP_ENOVM;
+		if (rv_word(vm, v, &v))
 			return RBP_ENOVM;
+		if (!v || (err = validate_vm(vm, v)))
+			return !v || err == RBP_ENOTREADY ? RBP_ENOTREADY : RBP_ENOVM;
 	}
 	vm->vm_addr = v;
 	vm->info.vm_addr = v;
@@ -261,6 +271,7 @@ static int vm_from_code(struct rbp_vm *vm)
 	uint64_t vaddr;
 	uint8_t code[96];
 	int32_t disp;
+	int first = 0;   /* what the first load found: it is the VM's, when any is */
 
 	if (rbp_elf_symbol(vm->elf, "ruby_vm_at_exit", &vaddr, NULL) ||
 	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
@@ -271,10 +282,13 @@ static int vm_from_code(struct rbp_vm *vm)
 			continue;
 		memcpy(&disp, code + i + 3, 4);
 		uint64_t slot = vaddr + i + 7 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
-		if (!try_vm_slot(vm, slot, "decoded ruby_vm_at_exit"))
+		int err = try_vm_slot(vm, slot, "decoded ruby_vm_at_exit");
+		if (!err)
 			return RBP_OK;
+		if (!first)
+			first = err;
 	}
-	return RBP_ENOVM;
+	return first == RBP_ENOTREADY ? first : RBP_ENOVM;
 }
 
 /*
@@ -319,22 +333,25 @@ static int find_vm(struct rbp_vm *vm)
 {
 	static const char *const names[] = { "ruby_current_vm_ptr", "ruby_current_vm" };
 	uint64_t sym, addr;
+	int err = RBP_ENOVM;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!(vm->discovery & RBP_DISCOVER_SYMBOL) ||
 		    ruby_sym(vm, names[i], &sym) || rv_word(vm, sym, &addr))
 			continue;
-		if (!addr)
-			return RBP_ENOVM;  /* not initialised yet, or already torn down */
-		if (validate_vm(vm, addr))
-			return RBP_ECORRUPT;
+		if (!addr)   /* not initialised yet, or already torn down */
+			return RBP_ENOTREADY;
+		if ((err = validate_vm(vm, addr)))
+			return err == RBP_ENOTREADY ? err : RBP_ECORRUPT;
 		vm->vm_addr = addr;
 		vm->info.vm_addr = addr;
 		vm->info.vm_method = names[i];
 		return RBP_OK;
 	}
-	if ((vm->discovery & RBP_DISCOVER_CODE) && !vm_from_code(vm))
+	if ((vm->discovery & RBP_DISCOVER_CODE) && !(err = vm_from_code(vm)))
 		return RBP_OK;
+	if (err == RBP_ENOTREADY)
+		return err;   /* the variable the code names is still NULL: no scan would find more */
 	return vm->discovery & RBP_DISCOVER_SCAN ? vm_from_scan(vm) : RBP_ENOVM;
 }
 
@@ -404,6 +421,30 @@ found:
 	return RBP_OK;
 }
 
+/*
+ * RBP_ENOTREADY while the main thread has no execution context or no VM
+ * stack yet (the VM and its main thread exist a moment before the main
+ * thread's stack does): a process starting up, not a layout that does not
+ * fit.  Read errors are left to rv_validate() to judge.
+ */
+static int main_thread_ready(struct rbp_vm *vm)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t th, ec, stack = 0, cfp = 0;
+
+	if (rv_word(vm, vm->vm_addr + L->vm.main_thread, &th) || !th)
+		return th ? RBP_OK : RBP_ENOTREADY;
+	if (L->shape.thread_ec == RBP_THREAD_EC_EMBEDDED)
+		ec = th + L->thread.ec;
+	else if (rv_word(vm, th + L->thread.ec, &ec))
+		return RBP_OK;
+	if (!ec)
+		return RBP_ENOTREADY;
+	if (rv_word(vm, ec + L->ec.vm_stack, &stack) || rv_word(vm, ec + L->ec.cfp, &cfp))
+		return RBP_OK;
+	return stack && cfp ? RBP_OK : RBP_ENOTREADY;
+}
+
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	int err;
@@ -442,5 +483,7 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	/* without the symbol table C frames are unnamed, but stacks still work */
 	if (find_symbols(vm))
 		vm->info.symbols_method = "not found";
+	if ((err = main_thread_ready(vm)))
+		return err;
 	return rv_validate(vm, vm->info.layout_assumed);
 }

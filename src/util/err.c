@@ -24,6 +24,7 @@ const char *rbp_strerror(int err)
 	case RBP_ENOVM: return "Ruby VM not found";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
+	case RBP_ENOTREADY: return "the Ruby VM is not set up yet (the process is starting)";
 	case RBP_ETORN: return "the stack changed while it was read";
 	case RBP_ENOPROBE: return "no allocation probe point in this Ruby build";
 	case RBP_ENODWARF: return "no usable DWARF debug information for Ruby's structures";

@@ -41,6 +41,8 @@ enum rbp_err {
 	RBP_ENOPROBE = -25, /* no allocation probe point found in this Ruby build */
 	RBP_ENODWARF = -26, /* --layout=dwarf: no usable DWARF for Ruby's structures */
 	RBP_ELAYOUT = -27,  /* the layout table does not fit the process (validate.c) */
+	RBP_ENOTREADY = -29, /* the process is starting: its Ruby VM is not set up yet
+			      * (no VM, or a VM without its main thread) */
 	RBP_ETORN = -28,    /* a stack changed while it was read without stopping, or a
 			     * label read late could not be verified: the sample is dropped */
 
