@@ -205,8 +205,9 @@ static const char *qualify(struct rbp_vm *vm, uint64_t iseq, const struct rv_ise
 }
 
 /*
- * The label of a Ruby frame, cached by (iseq, its bytecode, the frame's own
- * ep[-2]): all come from the copies already read, so a frame seen before
+ * The label of a Ruby frame, cached by (iseq, its bytecode, its own label,
+ * the frame's own ep[-2]): all come from the copies and the iseq cache, so
+ * a frame seen before
  * costs no read.  An iseq belongs to one method definition, and ep[-2] (the
  * method entry for a method frame) tells apart the rare definitions that
  * share an iseq (define_method with one body on several classes); the
@@ -226,7 +227,8 @@ static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 		return info->label;
 	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.me_cref, &own))
 		own = 0;
-	key = rbp_mix64(rbp_mix64(iseq, info->iseq_encoded), own ^ 2);
+	key = rbp_mix64(rbp_mix64(rbp_mix64(iseq, info->iseq_encoded), (uintptr_t)info->label),
+			own ^ 2);
 	if (rbp_hmap_get(&vm->me_labels, key, &cached))
 		return (const char *)(uintptr_t)cached;
 	uint64_t me = frame_me(vm, ep);
