@@ -200,7 +200,7 @@ void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 
 static void say_waiting(void *ctx)
 {
-	fprintf(stderr, "rbpeek: process %d is starting (Ruby not loaded or its VM not set up yet): waiting "
+	fprintf(stderr, "rbpeek: process %d is starting (its Ruby VM is not set up yet): waiting "
 		"up to %.0f s\n", *(const int *)ctx, (double)RBP_SUBJECT_READY_NS / 1e9);
 }
 

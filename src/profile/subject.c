@@ -87,12 +87,14 @@ static int younger_than(int pid, uint64_t ns)
 
 /*
  * Not ready: the VM-open code says so (RBP_ENOTREADY), or the process is
- * not Ruby yet but started less than the bound ago (it may be an exec
- * away from Ruby, or the loader may not have mapped libruby yet).
+ * not Ruby yet but started less than RBP_SUBJECT_NOT_RUBY_NS ago (it may
+ * be an exec away from Ruby, or the loader may not have mapped libruby
+ * yet; a program that is not Ruby is said so after that, without more).
  */
-static int not_ready(int err, int pid, uint64_t bound_ns)
+static int not_ready(int err, int pid)
 {
-	return err == RBP_ENOTREADY || (err == RBP_ENOTRUBY && younger_than(pid, bound_ns));
+	return err == RBP_ENOTREADY ||
+	       (err == RBP_ENOTRUBY && younger_than(pid, RBP_SUBJECT_NOT_RUBY_NS));
 }
 
 int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *vo, uint64_t bound_ns,
@@ -100,12 +102,12 @@ int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *v
 {
 	struct timespec pause = { 0, 2 * 1000 * 1000 };
 	uint64_t since = mono_ns();
-	int err = rbp_subject_open(s, pid, NULL, NULL, vo);
+	int err = rbp_subject_open(s, pid, NULL, NULL, vo), said = 0;
 
-	if (not_ready(err, pid, bound_ns) && waiting)
-		waiting(ctx);
-	while (not_ready(err, pid, bound_ns) && mono_ns() - since < bound_ns &&
+	while (not_ready(err, pid) && mono_ns() - since < bound_ns &&
 	       !(should_stop && should_stop(ctx))) {
+		if (err == RBP_ENOTREADY && !said++ && waiting)
+			waiting(ctx);
 		rbp_subject_close(s);
 		nanosleep(&pause, NULL);
 		err = rbp_subject_open(s, pid, NULL, NULL, vo);

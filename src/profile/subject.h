@@ -47,7 +47,9 @@ int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct r
 /*
  * rbp_subject_open() of live process pid, waiting while its Ruby VM is
  * not set up yet (RBP_ENOTREADY: a process starting up), at most bound_ns:
- * waiting(ctx) is called once when the wait begins (may be NULL), and
+ * and, silently, while a process younger than RBP_SUBJECT_NOT_RUBY_NS is
+ * not Ruby yet (it may be an exec or a loader away from it):
+ * waiting(ctx) is called once when the VM wait begins (may be NULL), and
  * should_stop(ctx) ends it early.  Returns the last attempt's result
  * (RBP_ENOTREADY when the bound passed).
  */

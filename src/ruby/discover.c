@@ -474,7 +474,7 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 		/* with a layout that is not this version's own, a VM that does not
 		 * validate is the layout's fault, not a process starting up */
 		if ((vm->info.layout_assumed || (opts && opts->force_version)) &&
-		    (err == RBP_ENOVM || err == RBP_ECORRUPT)) {
+		    (err == RBP_ENOVM || err == RBP_ECORRUPT || err == RBP_ENOTREADY)) {
 			vm->info.validation = "the VM does not validate (vm -> main thread -> vm)";
 			return RBP_ELAYOUT;
 		}

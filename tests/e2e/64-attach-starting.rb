@@ -18,7 +18,7 @@ N = Integer(ENV.fetch("ATTACH_STARTING_N", "50"))
 names = %w[attach-starting/50-attaches]
 exit 0 if skip_unless_tracing(names)
 
-WAIT_LINE = /^rbpeek: process \d+ is starting \(Ruby not loaded or its VM not set up yet\): waiting up to 2 s$/.freeze
+WAIT_LINE = /^rbpeek: process \d+ is starting \(its Ruby VM is not set up yet\): waiting up to 2 s$/.freeze
 PAST_BOUND = /the Ruby VM is not set up yet \(the process is starting\) after 2 s of waiting/.freeze
 
 def command(i, pid)
