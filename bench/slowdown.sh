@@ -14,9 +14,13 @@
 # schedstat: time runnable but not running), and from rbpeek's closing
 # line the ticks that stopped a thread and the held time.
 #
-# Scenarios: quiet (no extra load) and busy: NPROC+1 CPU-bound neighbours
+# Scenarios: quiet (no extra load), busy: NPROC+1 CPU-bound neighbours
 # (shell loops) for the whole scenario -- a host just past full, where a
-# stopped thread loses its CPU to a neighbour and waits for its slice.
+# stopped thread loses its CPU to a neighbour and waits for its slice --
+# and side-by-side: every configuration's target at once in each round
+# (no extra neighbours: they oversubscribe the CPUs themselves), so that
+# all meet the same machine at the same moments; on a machine that other
+# work loads unevenly, the only one whose differences are not noise.
 #
 # Configurations (rate RATE, 100 Hz):
 #   none           no profiler
@@ -30,7 +34,7 @@
 #   peer           RBPEEK_PEER=/path/to/rbpeek: another build, default mode
 #
 # Environment: RBPEEK (build/rbpeek), WORK (2 s), REPS (5), RATE (100),
-# SCENARIOS ("quiet busy"), CONFIGS (all of the above that can run).
+# SCENARIOS ("quiet busy side-by-side"), CONFIGS (all of the above that can run).
 # The load average before and after each scenario is printed: the machine
 # this runs on may be busy with other work too.
 set -u
@@ -62,13 +66,17 @@ if [ -z "${CONFIGS:-}" ]; then
 	[ -n "$PEER" ] && CONFIGS="$CONFIGS peer"
 fi
 
-# One run: prints "wall cpu wait stopped held_us" (stopped/held: "-" when not rbpeek's).
-run() {
-	local cfg=$1 pid prof=() bin=$RBPEEK
-	BENCH_ROUNDS=$rounds ruby bench/workload.rb >"$tmp/out" &
-	pid=$!
+# Start cfg's workload (files $tmp/$cfg.*); its pid in tpid[cfg].
+start_target() {
+	BENCH_ROUNDS=$rounds ruby bench/workload.rb >"$tmp/$1.out" &
+	tpid[$1]=$!
+}
+
+# Attach cfg's profiler to its workload (which waits 1 s before working).
+start_profiler() {
+	local cfg=$1 prof=() bin=$RBPEEK pid=${tpid[$1]}
 	case $cfg in
-	none) ;;
+	none) return ;;
 	default) prof=(record) ;;
 	nonblocking) prof=(record --nonblocking) ;;
 	stop) prof=(record --stop) ;;
@@ -76,29 +84,51 @@ run() {
 	on-cpu) prof=(record --on-cpu) ;;
 	peer) bin=$PEER prof=(record) ;;
 	esac
-	: >"$tmp/err"
+	: >"$tmp/$cfg.err"
 	if [ "$cfg" = rbspy ]; then
-		sleep 0.3
 		"$RBSPY" record --pid "$pid" -r "$RATE" --silent --format collapsed \
-			-f "$tmp/rbspy.txt" >/dev/null 2>"$tmp/err" &
-	elif [ ${#prof[@]} -gt 0 ]; then
-		sleep 0.3   # attached while the workload waits its 1 s
-		"$bin" "${prof[@]}" --pid "$pid" -r "$RATE" -f collapsed -o "$tmp/prof.txt" --no-raw \
-			2>"$tmp/err" &
+			-f "$tmp/$cfg.txt" >/dev/null 2>"$tmp/$cfg.err" &
+	else
+		"$bin" "${prof[@]}" --pid "$pid" -r "$RATE" -f collapsed -o "$tmp/$cfg.txt" --no-raw \
+			2>"$tmp/$cfg.err" &
 	fi
-	wait "$pid"
-	wait   # the profiler ends with its target
-	local st held
-	st=$(sed -n 's/.*; \([0-9]*\) ticks stopped a thread.*/\1/p' "$tmp/err")
-	held=$(sed -n 's/.*threads held stopped \([0-9]*\)\/.*/\1/p' "$tmp/err")
-	sed -n 's/^rounds [0-9]* seconds \([0-9.]*\) cpu \([0-9.]*\) wait \([0-9.]*\)$/\1 \2 \3/p' "$tmp/out" |
+}
+
+# A finished run of cfg: "wall cpu wait stopped held_us" (stopped/held: "-" when not rbpeek's).
+result() {
+	local cfg=$1 st held
+	st=$(sed -n 's/.*; \([0-9]*\) ticks stopped a thread.*/\1/p' "$tmp/$cfg.err" 2>/dev/null)
+	held=$(sed -n 's/.*threads held stopped \([0-9]*\)\/.*/\1/p' "$tmp/$cfg.err" 2>/dev/null)
+	sed -n 's/^rounds [0-9]* seconds \([0-9.]*\) cpu \([0-9.]*\) wait \([0-9.]*\)$/\1 \2 \3/p' "$tmp/$cfg.out" |
 		sed "s/\$/ ${st:--} ${held:--}/"
+}
+
+declare -A tpid
+# One round: each configuration in turn (the others not running), or in the
+# side-by-side scenario all at once, so that every target meets the same
+# machine at the same moments (on a machine others load, the fairest
+# comparison; the targets themselves oversubscribe the CPUs).
+round() {
+	local together=$1 cfg
+	if ((together)); then
+		for cfg in $CONFIGS; do start_target "$cfg"; done
+		sleep 0.3
+		for cfg in $CONFIGS; do start_profiler "$cfg"; done
+		wait
+	else
+		for cfg in $CONFIGS; do
+			start_target "$cfg"
+			sleep 0.3
+			start_profiler "$cfg"
+			wait
+		done
+	fi
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 ncpu=$(nproc)
-for scenario in ${SCENARIOS:-quiet busy}; do
+for scenario in ${SCENARIOS:-quiet busy side-by-side}; do
 	stop_hogs
 	neighbours=0
 	[ "$scenario" = busy ] && neighbours=$((ncpu + 1))
@@ -108,8 +138,9 @@ for scenario in ${SCENARIOS:-quiet busy}; do
 	declare -A ratio=() cpu=() wait=() stops=() held=() wall=()
 	for _ in $(seq "$REPS"); do
 		declare -A this=()
+		round "$([ "$scenario" = side-by-side ] && echo 1 || echo 0)"
 		for cfg in $CONFIGS; do
-			read -r w c q s h < <(run "$cfg")
+			read -r w c q s h < <(result "$cfg")
 			[ -n "${w:-}" ] || continue
 			this[$cfg]=$w
 			wall[$cfg]+="$w "; cpu[$cfg]+="$c "; wait[$cfg]+="$q "
@@ -122,6 +153,7 @@ for scenario in ${SCENARIOS:-quiet busy}; do
 		done
 		unset this
 	done
+	[ "$scenario" = side-by-side ] && neighbours="all configurations at once, and $neighbours"
 	echo "== $scenario: $neighbours CPU-bound neighbours on $ncpu CPUs, ${RATE} Hz, workload ~${WORK} s," \
 		"median of $REPS rounds; load average $load0 -> $(cut -d' ' -f1-3 /proc/loadavg)"
 	printf "%-12s %10s %10s %9s %10s %13s %9s\n" config slowdown wall cpu "rq wait" "ticks stopped" "held us"
