@@ -149,7 +149,8 @@ check("record/default-no-stop") do |probs|
     off = off_spin_lines(t, out)
     probs << "#{off.size} stacks off the spin lines: #{off.first(2).inspect}" unless off.empty?
     spins = R.read_collapsed(out).sum { |_, n| n }
-    probs << "only #{spins} samples of #{c[:ticks]} ticks" if spins < c[:ticks].to_i
+    read = c[:ticks].to_i - c[:skipped].to_i - c[:errors].to_i
+    probs << "only #{spins} samples of #{read} ticks read (torn stacks dropped?)" if spins < read
     (p = t.running_problem) && probs << "afterwards: #{p}"
     "#{c[:samples]} samples in #{c[:ticks]} ticks, #{stopped} stopped"
   end
