@@ -38,7 +38,8 @@ static int child_gone(void *ctx)
 
 int cli_child_attach(int pid, int waiting, struct rbp_vm_opts *vo, struct rbp_subject *s)
 {
-	int err = rbp_subject_wait_ruby(s, pid, waiting, vo, cli_should_stop, child_gone, NULL);
+	int err = waiting ? rbp_subject_wait_ruby(s, pid, 1, vo, cli_should_stop, child_gone, NULL) :
+		  cli_attach_pid(pid, vo, s);
 
 	if (!err) {
 		cli_layout_warning(s->vm);

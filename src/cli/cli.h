@@ -106,6 +106,11 @@ struct rbp_subject;
  * the environment.  Fills subj for cli_fail().  Returns an RBP_E* code;
  * the caller closes s (rbp_subject_close), on success or failure.
  */
+/*
+ * Attach to live process pid, waiting (at most RBP_SUBJECT_READY_NS, with
+ * one line on stderr) while it is starting and its Ruby VM is not set up.
+ */
+int cli_attach_pid(int pid, struct rbp_vm_opts *vo, struct rbp_subject *s);
 int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
 		struct rbp_subject *s);
 /*

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/invoker.h"
+#include "cli/signals.h"
 #include "profile/subject.h"
 #include "ruby/layout.h"
 #include "ruby/vm.h"
@@ -123,12 +124,18 @@ int cli_fail(int err, const struct cli_subject *s)
 	case RBP_ENONATIVE:
 		return cli_no_native();
 	case RBP_ENOTREADY:
-		/* decided from what was read: a null VM pointer, no main thread yet */
-		fprintf(stderr, "rbpeek: error: %s: %s\n%s", who, rbp_strerror(err),
-			s->core ? "hint: the process was starting up or shutting down when "
-			"the core was made\n" :
-			"hint: the process is starting up or shutting down; try again\n");
-		return s->core ? EXIT_CORE : EXIT_VM;
+		/* decided from what was read (a null VM pointer, no main thread
+		 * yet); a live process was waited for first (cli_attach_pid) */
+		if (s->core) {
+			fprintf(stderr, "rbpeek: error: %s: %s\nhint: the process was starting up or "
+				"shutting down when the core was made\n", who, rbp_strerror(err));
+			return EXIT_CORE;
+		}
+		fprintf(stderr, "rbpeek: error: %s: %s after %.0f s of waiting\n"
+			"hint: a Ruby process sets its VM up within milliseconds of its start; one "
+			"that takes longer may be stopped (kill -CONT) or about to exit; try again "
+			"once it runs\n", who, rbp_strerror(err), (double)RBP_SUBJECT_READY_NS / 1e9);
+		return EXIT_VM;
 	case RBP_ENOVM:
 	case RBP_ECORRUPT:
 	case RBP_EFAULT:
@@ -209,6 +216,18 @@ void cli_vm_env(struct rbp_vm_opts *vo, const char *layout)
 	vo->test_no_table = (e = getenv("RBPEEK_TEST_NO_TABLE")) && !strcmp(e, "1");
 }
 
+static void say_waiting(void *ctx)
+{
+	fprintf(stderr, "rbpeek: process %d is starting (its Ruby VM is not set up yet): waiting "
+		"up to %.0f s\n", *(const int *)ctx, (double)RBP_SUBJECT_READY_NS / 1e9);
+}
+
+int cli_attach_pid(int pid, struct rbp_vm_opts *vo, struct rbp_subject *s)
+{
+	return rbp_subject_wait_ready(s, pid, vo, RBP_SUBJECT_READY_NS, say_waiting,
+				      cli_should_stop, &pid);
+}
+
 int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct cli_subject *subj,
 		struct rbp_subject *s)
 {
@@ -221,7 +240,8 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 	/* a core file needs no privilege: under sudo it is read as the user */
 	if (o->core && (err = cli_drop_to_invoker("core file")))
 		return RBP_EPERM;
-	err = rbp_subject_open(s, o->pid, o->core, o->sysroot, vo);
+	err = o->core ? rbp_subject_open(s, o->pid, o->core, o->sysroot, vo) :
+	      cli_attach_pid(o->pid, vo, s);
 	if (!s->t)
 		return err;
 	subj->version = vo->found_version;

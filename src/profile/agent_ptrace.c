@@ -40,6 +40,7 @@ static int pt_open(const struct rbp_agent_opts *o, void **state)
 		return RBP_ENOMEM;
 	s->period_ns = 1000000000ull / (o->rate_hz ? o->rate_hz : 100);
 	s->o.nonblocking = !o->pause;
+	s->o.stop_gvl = o->pause;   /* --pause: a stop at every read, as before the verified read */
 	*state = s;
 	return RBP_OK;
 }

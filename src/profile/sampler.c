@@ -198,8 +198,10 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 	      runnable_only ? rbp_vm_read_stacks_tids(l->vm, l->runnable, l->n_runnable, &l->stacks) :
 	      rbp_vm_read_stacks_paused(l->vm, l->o->nonblocking ? RBP_PAUSE_NONE :
 					l->o->on_cpu || l->o->pause_all ? RBP_PAUSE_ALL :
-					RBP_PAUSE_GVL, &l->stacks);
+					l->o->stop_gvl ? RBP_PAUSE_GVL : RBP_PAUSE_VERIFY, &l->stacks);
 	st->over_budget += l->stacks.over_budget;
+	st->torn_reads += l->stacks.torn_reads;
+	st->stopped += l->stacks.stopped;
 	if (l->stacks.held_ns) {
 		st->holds++;
 		st->held_ns_sum += l->stacks.held_ns;
@@ -216,6 +218,8 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 		/* on-CPU is known for free when read paused: flag it even without --on-cpu */
 		uint8_t flags = (th->has_gvl ? RBP_SAMPLE_GVL : 0) |
 				(th->running > 0 ? RBP_SAMPLE_ONCPU : 0);
+		if (th->err == RBP_ETORN)
+			st->torn++;
 		if (th->err || !th->n_frames)
 			continue;
 		if (l->o->on_cpu) {

@@ -22,10 +22,18 @@
  * budget, the loop wakes that much early and spins to the deadline (at
  * most a sixth of a period).
  *
- * Holding threads stopped (blocking reads): a tick stops the GVL's holder
- * (every thread with on_cpu or pause_all, or when no thread holds the
- * GVL), copies what can change, and lets it go; labels and lines are
- * decoded after.  opts.max_hold_ns bounds how long any thread stays
+ * Reading without stopping (the default, RBP_PAUSE_VERIFY): a tick copies
+ * every thread's control frames twice, around the copy of the VM stack,
+ * and keeps a thread's stack only when both copies agree (ruby/walk.c);
+ * a tick whose read tore is read again, and only when that tears too is
+ * the GVL's holder stopped (status.stopped).  A thread still torn is
+ * counted (status.torn) and gives no sample.  With nonblocking, nothing
+ * is ever stopped: torn stacks are dropped.
+ *
+ * Holding threads stopped (stop_gvl, on_cpu, pause_all, and the default's
+ * fallback): a tick stops the GVL's holder (every thread with on_cpu or
+ * pause_all, or when no thread holds the GVL), copies what can change, and
+ * lets it go; labels and lines are decoded after.  opts.max_hold_ns bounds how long any thread stays
  * stopped: a tick whose threads take longer to stop, or whose copy takes
  * longer, lets them go at the bound and finishes its read without them
  * stopped, as --nonblocking does (its stacks may be torn, rarely); such
@@ -82,6 +90,11 @@ struct rbp_sampler_status {
 	/* of those, reads whose threads were let go at opts.max_hold_ns, before
 	 * the read was done: finished without pausing */
 	uint64_t over_budget;
+	/* reads that found a thread's stack torn (a tick reads at most twice
+	 * before it stops one), ticks that stopped a thread because both
+	 * tore, and threads left torn: not sampled (nonblocking, or torn
+	 * again while stopped: a label that did not fit) */
+	uint64_t torn_reads, stopped, torn;
 	enum rbp_sched_state sched;   /* how the loop's thread was scheduled */
 };
 
@@ -93,6 +106,9 @@ struct rbp_sampler_opts {
 	uint8_t threads_as_roots; /* put a "thread TID (name)" frame at each stack's root */
 	uint8_t by_function;      /* lines become the function's first line */
 	uint8_t nonblocking;      /* never pause the target */
+	/* stop the GVL's holder at every tick (--stop: what every tick did
+	 * before the verified read; costs a busy target its CPU, see above) */
+	uint8_t stop_gvl;
 	/* pause every thread, not only the GVL's holder (RBP_PAUSE_ALL): what
 	 * each thread was doing (running, blocked) is then known for all */
 	uint8_t pause_all;

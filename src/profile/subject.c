@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "profile/subject.h"
 #include "proc/native.h"
@@ -67,6 +68,51 @@ int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct r
 			return gone && gone(ctx) ? RBP_ENOPROC : err;
 		nanosleep(&pause, NULL);
 	}
+}
+
+/* 1 when process pid started less than ns ago (0 when that cannot be read). */
+static int younger_than(int pid, uint64_t ns)
+{
+	struct timespec boot;
+	pid_t ppid;
+	uint64_t start;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (rbp_proc_parent(pid, &ppid, &start) || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot))
+		return 0;
+	uint64_t now = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
+	uint64_t started = start * (1000000000ull / (uint64_t)hz);
+	return now < started + ns;
+}
+
+/*
+ * Not ready: the VM-open code says so (RBP_ENOTREADY), or the process is
+ * not Ruby yet but started less than RBP_SUBJECT_NOT_RUBY_NS ago (it may
+ * be an exec away from Ruby, or the loader may not have mapped libruby
+ * yet; a program that is not Ruby is said so after that, without more).
+ */
+static int not_ready(int err, int pid)
+{
+	return err == RBP_ENOTREADY ||
+	       (err == RBP_ENOTRUBY && younger_than(pid, RBP_SUBJECT_NOT_RUBY_NS));
+}
+
+int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *vo, uint64_t bound_ns,
+			   void (*waiting)(void *ctx), int (*should_stop)(void *ctx), void *ctx)
+{
+	struct timespec pause = { 0, 2 * 1000 * 1000 };
+	uint64_t since = mono_ns();
+	int err = rbp_subject_open(s, pid, NULL, NULL, vo), said = 0;
+
+	while (not_ready(err, pid) && mono_ns() - since < bound_ns &&
+	       !(should_stop && should_stop(ctx))) {
+		if (err == RBP_ENOTREADY && !said++ && waiting)
+			waiting(ctx);
+		rbp_subject_close(s);
+		nanosleep(&pause, NULL);
+		err = rbp_subject_open(s, pid, NULL, NULL, vo);
+	}
+	return err;
 }
 
 int rbp_subject_native(struct rbp_subject *s)

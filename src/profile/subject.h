@@ -44,6 +44,18 @@ int rbp_subject_open_process(struct rbp_subject *s, int pid);
 #define RBP_SUBJECT_NOT_RUBY_NS 500000000ull
 int rbp_subject_wait_ruby(struct rbp_subject *s, int pid, int starting, struct rbp_vm_opts *vo,
 			  int (*should_stop)(void *ctx), int (*gone)(void *ctx), void *ctx);
+/*
+ * rbp_subject_open() of live process pid, waiting while its Ruby VM is
+ * not set up yet (RBP_ENOTREADY: a process starting up), at most bound_ns:
+ * and, silently, while a process younger than RBP_SUBJECT_NOT_RUBY_NS is
+ * not Ruby yet (it may be an exec or a loader away from it):
+ * waiting(ctx) is called once when the VM wait begins (may be NULL), and
+ * should_stop(ctx) ends it early.  Returns the last attempt's result
+ * (RBP_ENOTREADY when the bound passed).
+ */
+#define RBP_SUBJECT_READY_NS 2000000000ull
+int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *vo, uint64_t bound_ns,
+			   void (*waiting)(void *ctx), int (*should_stop)(void *ctx), void *ctx);
 /* Open the native unwinder (--native) of an opened live process. */
 int rbp_subject_native(struct rbp_subject *s);
 /* 1 when this build can unwind native stacks (built with libdw). */

@@ -190,8 +190,11 @@ static int validate_vm(struct rbp_vm *vm, uint64_t addr)
 	uint64_t main_th, th_vm, ractor;
 	uint32_t cnt;
 
-	if (rv_word(vm, addr + L->vm.main_thread, &main_th) ||
-	    rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr)
+	if (rv_word(vm, addr + L->vm.main_thread, &main_th))
+		return RBP_ENOVM;
+	if (!main_th)
+		return RBP_ENOTREADY;   /* Init_BareVM has not made the main thread yet */
+	if (rv_word(vm, main_th + L->thread.vm, &th_vm) || th_vm != addr)
 		return RBP_ENOVM;
 	if (L->shape.threads == RBP_THREADS_IN_RACTOR) {
 		if (rv_word(vm, addr + L->vm.main_ractor, &ractor) ||
@@ -295,11 +298,18 @@ static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 {
 	uint64_t v;
 
-	if (rv_word(vm, slot, &v) || !v)
+	if (rv_word(vm, slot, &v))
 		return RBP_ENOVM;
-	if (validate_vm(vm, v)) {
-		if (!in_ruby_file(vm, v) || rv_word(vm, v, &v) || !v || validate_vm(vm, v))
+	if (!v)
+		return RBP_ENOTREADY;
+	int err = validate_vm(vm, v);
+	if (err) {
+		if (!in_ruby_file(vm, v))
+			return err == RBP_ENOTREADY ? err : RBP_ENOVM;
+		if (rv_word(vm, v, &v))
 			return RBP_ENOVM;
+		if (!v || (err = validate_vm(vm, v)))
+			return !v || err == RBP_ENOTREADY ? RBP_ENOTREADY : RBP_ENOVM;
 	}
 	vm->vm_addr = v;
 	vm->info.vm_addr = v;
@@ -517,6 +527,32 @@ found:
 	return RBP_OK;
 }
 
+/*
+ * RBP_ENOTREADY while the main thread has no execution context or no VM
+ * stack yet (the VM and its main thread exist a moment before the main
+ * thread's stack does): a process starting up, not a layout that does not
+ * fit.  Read errors are left to rv_validate() to judge.
+ */
+static int main_thread_ready(struct rbp_vm *vm)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t th, ec, stack = 0, cfp = 0;
+
+	if (rv_word(vm, vm->vm_addr + L->vm.main_thread, &th) || !th)
+		return th ? RBP_OK : RBP_ENOTREADY;
+	if (L->shape.thread_ec == RBP_THREAD_EC_EMBEDDED)
+		ec = th + L->thread.ec;
+	else if (rv_word(vm, th + L->thread.ec, &ec))
+		return RBP_OK;
+	if (!ec)
+		return RBP_ENOTREADY;
+	if (rv_word(vm, ec + L->ec.vm_stack, &stack) || rv_word(vm, ec + L->ec.cfp, &cfp))
+		return RBP_OK;
+	/* Ruby sets an EC's stack and frame pointer together: a stack without a
+	 * frame pointer is a layout that does not fit, left to validation */
+	return stack ? RBP_OK : RBP_ENOTREADY;
+}
+
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 {
 	int err;
@@ -560,6 +596,8 @@ int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts)
 	/* without the symbol table C frames are unnamed, but stacks still work */
 	if (find_symbols(vm))
 		vm->info.symbols_method = "not found";
+	if ((err = main_thread_ready(vm)))
+		return err;
 	if ((err = rv_validate(vm, vm->info.layout_assumed)) == RBP_ELAYOUT)
 		rv_explain_result(vm, "does not fit: %s", vm->info.validation);
 	if (!err)

@@ -100,6 +100,10 @@ struct rbp_vm {
 	size_t reqs_cap;
 	uint8_t *cfp_buf;               /* every thread's control frames */
 	size_t cfp_cap;
+	uint8_t *cfp_buf2;              /* verified reads: the same frames copied again */
+	size_t cfp_cap2;
+	int verify;                     /* read_stacks(): check each unheld copy (walk.c) */
+	uint32_t torn;                  /* threads of the last read_stacks() found torn */
 	uint8_t *stk_buf;               /* copies of the used parts of the VM stacks */
 	size_t stk_cap;
 	const uint8_t *stk_cur;         /* the copy of the thread being walked ... */
@@ -158,6 +162,13 @@ int rv_method_prefix(struct rbp_vm *vm, uint64_t owner, char *buf, size_t cap);
 
 /* ---- iseqs --------------------------------------------------------- */
 int rv_iseq(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq **out);
+/*
+ * rv_iseq() for a frame at pc (0: none): the cached entry is reloaded when
+ * pc is not in its bytecode (the address was reused by another iseq);
+ * RBP_ETORN when pc is not in the reloaded one either (the frame was
+ * copied from a different iseq than the one read now).
+ */
+int rv_iseq_at(struct rbp_vm *vm, uint64_t iseq, uint64_t pc, const struct rv_iseq **out);
 int rv_iseq_line(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
 		 uint64_t pc, int32_t *line);
 

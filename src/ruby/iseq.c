@@ -6,8 +6,13 @@
  * never changes once compiled, so it is read once and cached by the iseq's
  * address; (iseq, pc) -> line is cached too, so a hot loop costs no reads
  * after its first sample.  An iseq collected by the GC whose address is
- * reused by a new iseq keeps the old entry: the type check on the cached
- * address would not catch it either, and it is rare (eval-heavy code).
+ * reused by a new iseq would keep the old entry: rv_iseq_at() checks each
+ * frame's pc against the cached bytecode range (every iseq's bytecode is a
+ * buffer of its own) and reloads the entry when the pc falls outside it.
+ * Labels and lines are decoded after the frames were copied (a paused
+ * read has let the target go by then), so that check also catches an
+ * iseq freed and replaced between the copy and the decode: the frame is
+ * then dropped (RBP_ETORN), never labelled with the newcomer.
  */
 #include "ruby/internal.h"
 
@@ -107,6 +112,32 @@ int rv_iseq(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq **out)
 	if ((err = rbp_hmap_put(&vm->iseq_index, iseq, ++vm->n_iseqs)))
 		return err;
 	*out = &vm->iseqs[vm->n_iseqs - 1];
+	return RBP_OK;
+}
+
+static int pc_in(const struct rv_iseq *info, uint64_t pc)
+{
+	return pc >= info->iseq_encoded && !((pc - info->iseq_encoded) % 8) &&
+	       (pc - info->iseq_encoded) / 8 <= info->iseq_size;
+}
+
+int rv_iseq_at(struct rbp_vm *vm, uint64_t iseq, uint64_t pc, const struct rv_iseq **out)
+{
+	struct rv_iseq fresh;
+	uint64_t idx;
+	int err;
+
+	if ((err = rv_iseq(vm, iseq, out)))
+		return err;
+	if (!pc || pc_in(*out, pc))
+		return RBP_OK;
+	/* the cached iseq's address may hold another now: read it again */
+	if ((err = iseq_load(vm, iseq, &fresh)) || !pc_in(&fresh, pc))
+		return err == RBP_ENOMEM ? err : RBP_ETORN;
+	vm->stats.iseq_reloads++;
+	rbp_hmap_get(&vm->iseq_index, iseq, &idx);
+	vm->iseqs[idx - 1] = fresh;
+	*out = &vm->iseqs[idx - 1];
 	return RBP_OK;
 }
 

@@ -59,6 +59,7 @@ void rbp_vm_free(struct rbp_vm *vm)
 	free(vm->thr_buf);
 	free(vm->reqs);
 	free(vm->cfp_buf);
+	free(vm->cfp_buf2);
 	free(vm->stk_buf);
 	free(vm->henv);
 	free(vm);
@@ -285,14 +286,41 @@ int rbp_vm_read_stacks_tids(struct rbp_vm *vm, const pid_t *tids, size_t n, stru
 	return err;
 }
 
+/* A verified read without stopping anything, made again once when a thread tore. */
+static int read_verified(struct rbp_vm *vm, struct rbp_stacks *out)
+{
+	int err;
+
+	vm->verify = 1;
+	err = rbp_vm_read_stacks(vm, out);
+	if (!err && vm->torn) {
+		out->torn_reads++;
+		err = rbp_vm_read_stacks(vm, out);
+		out->torn_reads += !err && vm->torn;
+	}
+	vm->verify = 0;
+	if (!err)
+		note_gvl_holder(vm, out);   /* the holder to stop, should a read tear twice */
+	return err;
+}
+
 int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out)
 {
 	int err;
 
 	out->held_ns = vm->held_ns = 0;
 	out->over_budget = 0;
-	if (mode == RBP_PAUSE_NONE || vm->t->is_core)
+	out->torn_reads = out->stopped = 0;
+	if (vm->t->is_core)
 		return rbp_vm_read_stacks(vm, out);
+	if (mode == RBP_PAUSE_NONE || mode == RBP_PAUSE_VERIFY) {
+		err = read_verified(vm, out);
+		if (err || mode == RBP_PAUSE_NONE || out->torn_reads < 2)
+			return err;
+		/* torn twice: stop the one thread that can change its stack */
+		out->stopped = 1;
+		mode = RBP_PAUSE_GVL;
+	}
 	vm->over_budget = 0;
 	vm->pause_budget_ns = vm->hold_budget_ns;
 	err = read_paused(vm, mode, out);

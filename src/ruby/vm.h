@@ -199,6 +199,11 @@ struct rbp_stacks {
 	 * before the read was done, so the threads were let go and the read
 	 * finished (or was made) without them stopped, as --nonblocking does */
 	uint8_t over_budget;
+	/* reads of this call (RBP_PAUSE_NONE, RBP_PAUSE_VERIFY) that found a
+	 * thread torn: 0, 1 or 2 */
+	uint8_t torn_reads;
+	/* RBP_PAUSE_VERIFY: both verified reads tore, so a thread was stopped */
+	uint8_t stopped;
 };
 
 /*
@@ -245,7 +250,14 @@ void rbp_vm_framecap_layout(const struct rbp_vm *vm, struct rbp_framecap_layout 
  * stopped.  rbp_thread.running is known (not -1) for the threads stopped.
  */
 enum rbp_pause_mode {
-	RBP_PAUSE_NONE,   /* read while the target runs (--nonblocking) */
+	/*
+	 * Read while the target runs (--nonblocking), verified: each thread's
+	 * control frames are copied twice around the copy of the VM stack
+	 * they point into, and a thread whose copies disagree is torn
+	 * (rbp_thread.err RBP_ETORN, no frames; see walk.c); the read is
+	 * made once more when one tore, and what tears again is left torn.
+	 */
+	RBP_PAUSE_NONE,
 	RBP_PAUSE_ALL,    /* stop every thread */
 	/*
 	 * Stop only the thread holding the GVL -- no Ruby stack can change
@@ -254,6 +266,12 @@ enum rbp_pause_mode {
 	 * RBP_PAUSE_ALL; threads without the GVL are not interrupted.
 	 */
 	RBP_PAUSE_GVL,
+	/*
+	 * The default: RBP_PAUSE_NONE's verified read, and only when it tore
+	 * twice, an RBP_PAUSE_GVL read (the GVL's holder stopped: the only
+	 * thread whose stack can change).  Most reads stop nothing.
+	 */
+	RBP_PAUSE_VERIFY,
 };
 int rbp_vm_read_stacks_paused(struct rbp_vm *vm, enum rbp_pause_mode mode, struct rbp_stacks *out);
 /*
@@ -294,6 +312,14 @@ int rbp_vm_read_stacks_native(struct rbp_vm *vm, struct rbp_native *nat,
 struct rbp_vm_stats {
 	uint64_t reads, bytes;
 	uint64_t line_cache_hits, line_cache_misses;
+	/* verified reads (RBP_PAUSE_VERIFY, RBP_PAUSE_NONE): threads whose two
+	 * copies disagreed (torn, not shown) */
+	uint64_t torn;
+	/* labels and lines decoded after the copy, checked against it: a
+	 * cached iseq whose address now holds another (reloaded), and frames
+	 * dropped because what was decoded did not fit the copy (an iseq the
+	 * frame's pc is not in, a method entry that is not the frame's method) */
+	uint64_t iseq_reloads, labels_unverified;
 };
 void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out);
 

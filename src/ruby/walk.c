@@ -34,6 +34,7 @@ struct me_info {
 	uint64_t owner;
 	uint64_t original_id;
 	uint64_t cfunc;      /* body.cfunc.func for a C method, else 0 */
+	uint64_t iseqptr;    /* body.iseq.iseqptr for a Ruby method, else 0 */
 	uint32_t def_type;
 };
 
@@ -92,6 +93,9 @@ static int me_read(struct rbp_vm *vm, uint64_t me, struct me_info *out)
 		     L->shape.cfunc == RBP_CFUNC_IN_DEF_BODY &&
 		     L->method_def.body_iseq_ptr + 8 <= (int)sizeof(def) ?
 		     rv_u64(def, L->method_def.body_iseq_ptr) : 0;
+	out->iseqptr = out->def_type == L->method_type.iseq && L->method_def.body_iseq_ptr >= 0 &&
+		       L->method_def.body_iseq_ptr + 8 <= (int)sizeof(def) ?
+		       rv_u64(def, L->method_def.body_iseq_ptr) : 0;
 	return RBP_OK;
 }
 
@@ -145,17 +149,44 @@ static const char *cfunc_label(struct rbp_vm *vm, uint64_t meref, uint64_t *func
 }
 
 /*
+ * Whether method entry mi can be the method of a frame running iseq:
+ * decoded after the frames were copied, a method entry found through the
+ * frame's environment may since have been freed and its memory reused
+ * (labels that slipped under load: "rescue in Other.meth" on a frame of
+ * Foo#meth).  A method frame's entry runs that very iseq; a block's,
+ * rescue's or ensure's entry has the name the iseq was compiled in.  When
+ * the name cannot be read there is nothing to compare: it passes.
+ */
+static int me_fits(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
+		   const struct me_info *mi)
+{
+	const struct rbp_layout *L = vm->L;
+	const char *name;
+
+	if (info->type == L->iseq_type.method)
+		return mi->def_type == L->method_type.iseq &&
+		       (L->method_def.body_iseq_ptr < 0 || mi->iseqptr == iseq);
+	if (rv_id_name(vm, mi->original_id, &name))
+		return 1;
+	return !strcmp(name, info->base_label);
+}
+
+/*
  * Qualify a Ruby frame's label with its method's owner: "baz" ->
  * "Foo#baz", "block (2 levels) in baz" -> "block (2 levels) in Foo#baz".
+ * NULL when the method entry does not fit the frame (me_fits()).
  */
-static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64_t me)
+static const char *qualify(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
+			   uint64_t me)
 {
 	const struct rbp_layout *L = vm->L;
 	char buf[RV_MAX_STRING], name[RV_MAX_STRING], prefix[RV_MAX_STRING];
 	struct me_info mi;
 
-	if (!me || me_read(vm, me, &mi))
-		return info->label;
+	if (!me)   /* a method frame always has one; a block at top level has none */
+		return info->type == L->iseq_type.method ? NULL : info->label;
+	if (me_read(vm, me, &mi))
+		return NULL;
 	if (mi.def_type == L->method_type.bmethod) {
 		/* define_method: the block is the method */
 		if (me_name(vm, &mi, name, sizeof(name)))
@@ -165,6 +196,8 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 	if (info->type != L->iseq_type.method && info->type != L->iseq_type.block &&
 	    info->type != L->iseq_type.rescue && info->type != L->iseq_type.ensure)
 		return info->label;
+	if (!me_fits(vm, iseq, info, &mi))
+		return NULL;
 	rv_method_prefix(vm, mi.owner, prefix, sizeof(prefix));
 	if (rbp_label_qualify(info->label, info->base_label, prefix, buf, sizeof(buf)))
 		return info->label;
@@ -172,11 +205,15 @@ static const char *qualify(struct rbp_vm *vm, const struct rv_iseq *info, uint64
 }
 
 /*
- * The label of a Ruby frame, cached by (iseq, the frame's own ep[-2]): both
- * come from the copies already read, so a frame seen before costs no read.
- * An iseq belongs to one method definition, and ep[-2] (the method entry
- * for a method frame) tells apart the rare definitions that share an iseq
- * (define_method with one body on several classes).
+ * The label of a Ruby frame, cached by (iseq, its bytecode, its own label,
+ * the frame's own ep[-2]): all come from the copies and the iseq cache, so
+ * a frame seen before
+ * costs no read.  An iseq belongs to one method definition, and ep[-2] (the
+ * method entry for a method frame) tells apart the rare definitions that
+ * share an iseq (define_method with one body on several classes); the
+ * bytecode's address tells apart an iseq from a later one at the same
+ * address.  NULL (not cached) when the method entry read now does not fit
+ * the frame: the caller drops the sample (RBP_ETORN).
  */
 static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 			      const struct rv_iseq *info, uint64_t ep)
@@ -190,15 +227,17 @@ static const char *ruby_label(struct rbp_vm *vm, uint64_t iseq,
 		return info->label;
 	if (rv_stack_word(vm, ep + 8 * (int64_t)L->env.me_cref, &own))
 		own = 0;
-	key = rbp_mix64(iseq, own ^ 2);
+	key = rbp_mix64(rbp_mix64(rbp_mix64(iseq, info->iseq_encoded), (uintptr_t)info->label),
+			own ^ 2);
 	if (rbp_hmap_get(&vm->me_labels, key, &cached))
 		return (const char *)(uintptr_t)cached;
 	uint64_t me = frame_me(vm, ep);
 	if (rbp_hmap_get(&vm->me_labels, key, &cached))
 		return (const char *)(uintptr_t)cached;
-	label = qualify(vm, info, me);
-	if (!label)
-		label = info->label;
+	if (!(label = qualify(vm, iseq, info, me))) {
+		vm->stats.labels_unverified++;
+		return NULL;
+	}
 	rbp_hmap_put(&vm->me_labels, key, (uint64_t)(uintptr_t)label);
 	return label;
 }
@@ -422,8 +461,12 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 		if (!(f.label = cfunc_label(vm, meref, &f.cfunc)))
 			return RBP_OK;
 	} else {
-		if (!iseq || !pc || rv_iseq(vm, iseq, &info))
-			return RBP_OK;   /* dummy, ifunc or unreadable frame */
+		if (!iseq || !pc)
+			return RBP_OK;   /* dummy or ifunc frame */
+		if ((err = rv_iseq_at(vm, iseq, pc, &info))) {
+			vm->stats.labels_unverified += err == RBP_ETORN;
+			return err == RBP_ETORN || err == RBP_ENOMEM ? err : RBP_OK;   /* unreadable */
+		}
 		f.kind = RBP_FRAME_RUBY;
 		f.path = info->path;
 		f.first_line = info->first_lineno;
@@ -442,8 +485,9 @@ static int walk_frame(struct rbp_vm *vm, const uint8_t *cfp, struct rbp_stacks *
 			f.line = *carry;
 			*carry = 0;
 		}
-		f.label = ruby_label(vm, iseq, info, ep);
-		if (f.label && out->n_frames == first)
+		if (!(f.label = ruby_label(vm, iseq, info, ep)))
+			return RBP_ETORN;
+		if (out->n_frames == first)
 			mark_jit(vm, info, &f);
 	}
 	if ((err = rbp_grow(&out->frames, &out->cap_frames, out->n_frames + 1,
@@ -488,6 +532,8 @@ struct rv_wthread {
 	uint64_t cfp;       /* address of the innermost control frame */
 	uint64_t stk_lo, stk_hi; /* VM stack range copied, [lo, hi) */
 	size_t stk_off;     /* into vm->stk_buf */
+	int torn;           /* verified read: the second copy of the frames disagreed */
+	uint64_t cfp_after; /* verified read: ec->cfp read again just after the frames */
 };
 
 /* Room for n read requests in vm->reqs. */
@@ -569,14 +615,19 @@ static int off_stack_envs(struct rbp_vm *vm, const struct rv_wthread *w)
 	return RBP_OK;
 }
 
-/* Batch 3 itself: the stack copies sized by read_frames() below, and off-stack envs. */
+/*
+ * Batch 3 itself: the stack copies sized by read_frames() below, and
+ * off-stack envs; for a verified read, then every thread's control frames
+ * again (into vm->cfp_buf2), after the environments they point at.
+ */
 static int read_stacks_copy(struct rbp_vm *vm, size_t n, struct rv_wthread *w, size_t total)
 {
-	size_t k = 0;
+	const struct rbp_layout *L = vm->L;
+	size_t k = 0, again;
 	int err;
 
 	if ((err = rbp_grow(&vm->stk_buf, &vm->stk_cap, total + 1, 1)) ||
-	    (err = reqs_for(vm, n + vm->henv_n)))
+	    (err = reqs_for(vm, 2 * n + vm->henv_n)))
 		return err;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
@@ -585,7 +636,16 @@ static int read_stacks_copy(struct rbp_vm *vm, size_t n, struct rv_wthread *w, s
 	for (size_t j = 0; j < vm->henv_n; j++)
 		vm->reqs[k + j] = (struct rbp_read_req){ vm->henv[4 * j] - 16, &vm->henv[4 * j + 1],
 							 24, 0 };
-	rv_readv(vm, vm->reqs, k + vm->henv_n);
+	again = k + vm->henv_n;
+	for (size_t i = 0; vm->verify && i < n; i++)
+		if (!w[i].err && w[i].n_cfp)
+			vm->reqs[again++] = (struct rbp_read_req){ w[i].cfp, vm->cfp_buf2 + w[i].cfp_off,
+								  w[i].n_cfp * L->cfp.size, 0 };
+	rv_readv(vm, vm->reqs, again);
+	again = k + vm->henv_n;
+	for (size_t i = 0; vm->verify && i < n; i++)
+		if (!w[i].err && w[i].n_cfp)
+			w[i].torn |= vm->reqs[again++].err != RBP_OK;
 	k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].stk_hi > w[i].stk_lo)
@@ -624,14 +684,44 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 		w[i].cfp_off = total;
 		total += w[i].n_cfp * L->cfp.size;
 	}
-	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, total + 1, 1)) || (err = reqs_for(vm, n)))
+	if ((err = rbp_grow(&vm->cfp_buf, &vm->cfp_cap, total + 1, 1)) || (err = reqs_for(vm, 2 * n)) ||
+	    (vm->verify && (err = rbp_grow(&vm->cfp_buf2, &vm->cfp_cap2, total + 1, 1))))
 		return err;
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].err && w[i].n_cfp)
 			vm->reqs[k++] = (struct rbp_read_req){ w[i].cfp, vm->cfp_buf + w[i].cfp_off,
 							       w[i].n_cfp * L->cfp.size, 0 };
+	/*
+	 * Verified reads: each ec->cfp again, right after its frames.  Frames
+	 * the thread returned from since the first read (the slots below the
+	 * new cfp) may have been copied after they ended, with their caller
+	 * already further on: they are left out, and the stack starts at the
+	 * frame that was innermost then.
+	 */
+	size_t n_frames_reqs = k;
+	for (size_t i = 0; vm->verify && i < n; i++)
+		if (!w[i].err && w[i].n_cfp)
+			vm->reqs[k++] = (struct rbp_read_req){ w[i].ec + (uint64_t)L->ec.cfp,
+							       &w[i].cfp_after, 8, 0 };
 	rv_readv(vm, vm->reqs, k);
 	rv_hold_check(vm);
+	for (size_t i = 0, j = n_frames_reqs; vm->verify && i < n; i++) {
+		if (w[i].err || !w[i].n_cfp)
+			continue;
+		uint64_t c = w[i].cfp_after, end = w[i].cfp + w[i].n_cfp * L->cfp.size;
+		if (vm->reqs[j++].err || c >= end || (c > w[i].cfp && (c - w[i].cfp) % L->cfp.size)) {
+			w[i].torn = 1;
+			continue;
+		}
+		if (c <= w[i].cfp)
+			continue;   /* as deep or deeper now: the frames copied were live */
+		size_t popped = (size_t)((c - w[i].cfp) / L->cfp.size);
+		{
+			w[i].cfp_off += popped * L->cfp.size;
+			w[i].cfp = c;
+			w[i].n_cfp -= popped;
+		}
+	}
 	k = 0;
 	total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -648,6 +738,44 @@ static int read_frames(struct rbp_vm *vm, size_t n, struct rv_wthread *w)
 			return err;
 	}
 	return read_stacks_copy(vm, n, w, total);
+}
+
+/*
+ * A verified read (vm->verify, nothing held): whether a thread's frames
+ * are a stack it really had.  Its control frames were copied (A), then the
+ * VM stack their environments are in, then the frames again (B).  A frame
+ * slot that held the same iseq and environment in both copies held that
+ * frame throughout (or the same method, called again at the same depth),
+ * so its environment words, copied in between, are that frame's; a
+ * caller's pc may move on (the next call from the same frame) but must
+ * stay on its line.  The innermost frame's pc runs on freely: A's is kept,
+ * and walk_frame() checks that it lies in its iseq.  Anything else - a
+ * frame pushed or popped in between at a slot A shows, a caller that moved
+ * to another line - makes the whole stack torn: it is dropped, never
+ * shown.  A thread that does not hold the GVL cannot change its stack, so
+ * only the running one can tear.
+ */
+static int copies_agree(struct rbp_vm *vm, const struct rv_wthread *w)
+{
+	const struct rbp_layout *L = vm->L;
+
+	for (size_t i = 0; i < w->n_cfp; i++) {
+		const uint8_t *a = vm->cfp_buf + w->cfp_off + i * L->cfp.size;
+		const uint8_t *b = vm->cfp_buf2 + w->cfp_off + i * L->cfp.size;
+		uint64_t iseq = rv_u64(a, L->cfp.iseq), pa = rv_u64(a, L->cfp.pc), pb = rv_u64(b, L->cfp.pc);
+		const struct rv_iseq *info;
+		int32_t la, lb;
+
+		if (iseq != rv_u64(b, L->cfp.iseq) || rv_u64(a, L->cfp.ep) != rv_u64(b, L->cfp.ep))
+			return 0;
+		if (i == 0 || pa == pb)
+			continue;
+		if (!iseq || !pa || !pb || rv_iseq_at(vm, iseq, pa, &info) ||
+		    rv_iseq_line(vm, iseq, info, pa, &la) || rv_iseq_at(vm, iseq, pb, &info) ||
+		    rv_iseq_line(vm, iseq, info, pb, &lb) || la != lb)
+			return 0;
+	}
+	return 1;
 }
 
 /* One thread's frames, from the copies read, appended to out. */
@@ -782,6 +910,7 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct 
 	int err, main_err = 0;
 
 	out->n_threads = out->n_frames = 0;
+	vm->torn = 0;
 	if (span > 2048)
 		return RBP_EINVAL;
 	if ((err = thread_list(vm, span, &ths, &n, &main_th, &gvl, &main_err)))
@@ -834,8 +963,13 @@ static int read_stacks(struct rbp_vm *vm, pid_t only_tid, int list_only, struct 
 			*t = out->threads[i];
 		t->first_frame = out->n_frames;
 		t->err = w[i].err;
+		if (!t->err && vm->verify && (w[i].torn || !copies_agree(vm, &w[i]))) {
+			t->err = RBP_ETORN;
+			vm->stats.torn++;
+		}
 		if (!t->err)
 			t->err = walk_thread(vm, &w[i], out);
+		vm->torn += t->err == RBP_ETORN;
 		if (t->err == RBP_ENOMEM) {
 			err = RBP_ENOMEM;
 			goto done;

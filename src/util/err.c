@@ -25,6 +25,7 @@ const char *rbp_strerror(int err)
 	case RBP_ENOTREADY: return "the Ruby VM is not set up yet (or already torn down)";
 	case RBP_ECORRUPT: return "inconsistent Ruby VM data";
 	case RBP_ETOODEEP: return "stack too deep";
+	case RBP_ETORN: return "the stack changed while it was read";
 	case RBP_ENOPROBE: return "no allocation probe point in this Ruby build";
 	case RBP_ENODWARF: return "no usable DWARF debug information for Ruby's structures";
 	case RBP_EBADRAW: return "not a valid rbpeek raw file";

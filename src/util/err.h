@@ -43,6 +43,8 @@ enum rbp_err {
 	RBP_ELAYOUT = -27,  /* the layout table does not fit the process (validate.c) */
 	RBP_ENOTREADY = -28, /* the VM is not set up yet, or torn down (what was read
 			      * says so: a null VM pointer, no main thread yet) */
+	RBP_ETORN = -29,    /* a stack changed while it was read without stopping, or a
+			     * label read late could not be verified: the sample is dropped */
 
 	/* profile */
 	RBP_EBADRAW = -30,  /* not a valid raw profile file (corrupt, truncated) */

@@ -193,7 +193,9 @@ if root? && system("command -v strace >/dev/null 2>&1")
     deadline = Time.now + 20
     sleep 0.05 until File.read("/proc/#{target}/status")[/^TracerPid:\s+(\d+)/, 1].to_i == tracer || Time.now > deadline
     probs = []
-    [["snapshot", "--pid", target], ["record", "--pid", target, "-d", 2, "-f", "collapsed", "-o", "/dev/null"]].each do |args|
+    # (record by default reads without stopping: only --stop needs ptrace at every tick)
+    [["snapshot", "--pid", target],
+     ["record", "--pid", target, "-d", 2, "--stop", "-f", "collapsed", "-o", "/dev/null"]].each do |args|
       r = rbpeek(*args)
       err = r.stderr.dup.force_encoding("UTF-8")
       probs << "#{args.first}: #{r.describe}, expected exit 4" unless r.status == 4

@@ -4,20 +4,25 @@
 # stopped (--max-hold), and a target whose main thread has exited.
 #
 # The bound is a promise about rbpeek's own behaviour, checked through its
-# own closing line, never by timing: with a 1 us bound every paused read
+# own closing line, never by timing (with --stop: by default a tick stops a
+# thread only when its read tore twice): with a 1 us bound every paused read
 # lets its threads go before it is done (a read is several system calls),
 # and each such tick must still give its samples, read without pausing,
 # exactly as a tick within the bound does: samples = ticks - skipped -
 # errors (- ticks without a GVL holder under --gvl).  The target must never
 # be left stopped.  With --max-hold 0 nothing is let go and the closing line
 # says no bound; by default the 300 us bound is reported.
+#
+# record/default-no-stop: by default nothing is stopped where no stack
+# changes (two threads spinning on one line each): the closing line says
+# 0 ticks stopped a thread, and every stack is on a spin line.
 require_relative "lib/e2e"
 require_relative "lib/record"
 include E2E
 
 R = Record
 names = %w[record/hold-bound-every-tick record/hold-bound-on-cpu record/hold-bound-default
-           record/hold-unbounded record/hold-bad-value record/zombie-main-thread]
+           record/hold-unbounded record/hold-bad-value record/zombie-main-thread record/default-no-stop]
 exit 0 if skip_unless_tracing(names)
 
 # Closing-line counts of a recording, from its stderr.
@@ -52,7 +57,8 @@ end
 check("record/hold-bound-every-tick") do |probs|
   R.with_script("spinners") do |t|
     out = R.tmp("hold-gvl.txt")
-    args = ["record", "--pid", t.pid, "-r", 100, "-d", 2, "--gvl", "--max-hold", 1, "-f", "collapsed", "-o", out]
+    args = ["record", "--pid", t.pid, "-r", 100, "-d", 2, "--gvl", "--stop", "--max-hold", 1, "-f", "collapsed",
+            "-o", out]
     res = R.rec(*args)
     next unless ok_run(probs, args, res)
 
@@ -99,7 +105,7 @@ end
 
 check("record/hold-bound-default") do |probs|
   R.with_script("spinners") do |t|
-    args = ["record", "--pid", t.pid, "-d", 1, "-f", "collapsed", "-o", R.tmp("hold-default.txt")]
+    args = ["record", "--pid", t.pid, "-d", 1, "--stop", "-f", "collapsed", "-o", R.tmp("hold-default.txt")]
     res = R.rec(*args)
     next unless ok_run(probs, args, res)
 
@@ -112,7 +118,8 @@ end
 
 check("record/hold-unbounded") do |probs|
   R.with_script("spinners") do |t|
-    args = ["record", "--pid", t.pid, "-d", 1, "--max-hold", 0, "-f", "collapsed", "-o", R.tmp("hold-none.txt")]
+    args = ["record", "--pid", t.pid, "-d", 1, "--stop", "--max-hold", 0, "-f", "collapsed", "-o",
+            R.tmp("hold-none.txt")]
     res = R.rec(*args)
     next unless ok_run(probs, args, res)
 
@@ -120,6 +127,32 @@ check("record/hold-unbounded") do |probs|
     probs << "no hold reported" unless err.include?("threads held stopped")
     probs << "--max-hold 0 still reports a bound: #{err[-300..].inspect}" if err.include?("let go at the")
     nil
+  end
+end
+
+check("record/default-no-stop") do |probs|
+  R.with_script("spinners") do |t|
+    out = R.tmp("no-stop.txt")
+    args = ["record", "--pid", t.pid, "-r", 100, "-d", 2, "-f", "collapsed", "-o", out]
+    res = R.rec(*args)
+    next unless ok_run(probs, args, res)
+
+    err = R.stderr_of(res)
+    c = closing(err)
+    m = err.match(/; (\d+) ticks stopped a thread, (\d+) reads torn, (\d+) stacks dropped torn/)
+    next probs << "closing line does not say how many ticks stopped a thread: #{err[-400..].inspect}" unless m
+
+    stopped, torn, dropped = m.captures.map(&:to_i)
+    probs << "#{stopped} ticks stopped a thread spinning on one line" unless stopped.zero?
+    probs << "#{torn} reads torn, #{dropped} dropped, of stacks that never change" unless (torn + dropped).zero?
+    probs << "held-stopped figures although nothing was stopped" if c[:holds]
+    off = off_spin_lines(t, out)
+    probs << "#{off.size} stacks off the spin lines: #{off.first(2).inspect}" unless off.empty?
+    spins = R.read_collapsed(out).sum { |_, n| n }
+    read = c[:ticks].to_i - c[:skipped].to_i - c[:errors].to_i
+    probs << "only #{spins} samples of #{read} ticks read (torn stacks dropped?)" if spins < read
+    (p = t.running_problem) && probs << "afterwards: #{p}"
+    "#{c[:samples]} samples in #{c[:ticks]} ticks, #{stopped} stopped"
   end
 end
 

@@ -218,6 +218,8 @@ module E2E
   # ("hint: ...", or for usage errors "try 'rbpeek --help'").
   def error_format_problem(res)
     lines = res.stderr.dup.force_encoding(Encoding::UTF_8).lines.map(&:chomp)
+    # --pid of a process whose VM is not set up yet: one line says it waits
+    lines.shift if lines.first&.match?(/\Arbpeek: process \d+ is starting \(/)
     return "nothing on stderr" if lines.empty?
     return "stderr does not start with \"rbpeek: error: \": #{lines.first.inspect}" unless lines.first.start_with?("rbpeek: error: ")
 
