@@ -93,7 +93,8 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
-# it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
+# it), and OpenSSL's libssl.a/libcrypto.a (TLS=1).  src/cli/static.c stands
+# in for glibc's dlopen, initgroups, getpwuid and gethostbyname, which
 # cannot work in a static executable (see there: getaddrinfo reads
 # /etc/hosts alone); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
@@ -101,7 +102,7 @@ STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
 STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
 LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
-	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
+	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo -Wl,--wrap=gethostbyname
 LDLIBS    := $(if $(filter 0,$(TLS)),,-lssl -lcrypto) \
 	     $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
 else

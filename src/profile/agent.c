@@ -212,6 +212,11 @@ int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, 
 		explicit_bzero(u.password, sizeof(u.password));
 		if (bad)
 			return why_set(why, cap, "not an http[s]://HOST[:PORT][/PATH] URL");
+#ifndef RBP_TLS
+		if (u.tls)
+			return why_set(why, cap, "https: this rbpeek was built without TLS (make TLS=0; "
+				       "libssl-dev was missing)");
+#endif
 		strcpy(o->server, v);
 		return RBP_OK;
 	}
