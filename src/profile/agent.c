@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "proc/environ.h"
+#include "proc/uts.h"
 #include "profile/agent_int.h"
 #include "util/err.h"
 
@@ -35,6 +36,9 @@ struct aproc {
 	char service[128];
 	char version[32];
 	char container[72];       /* container id from /proc/PID/cgroup, "" none */
+	char pod_uid[40];         /* Kubernetes: the pod's UID from the cgroup path, "" none */
+	char pod[72];             /* its name: the host name of the container's UTS namespace */
+	char k8s_ns[72];          /* its namespace, from the downward API's environment */
 	char pid_s[16], ns_pid_s[16];
 	struct rbp_profile prof;  /* the interval's samples */
 	int prof_ok;              /* prof initialised */
@@ -549,6 +553,35 @@ void agent_container_id(const char *buf, size_t n, char *out, size_t cap)
 	}
 }
 
+/* Where the downward API usually puts a pod's namespace (env: fieldRef metadata.namespace). */
+static const char *const ns_vars[] = { "POD_NAMESPACE", "KUBERNETES_NAMESPACE", "K8S_NAMESPACE",
+				       "MY_POD_NAMESPACE" };
+
+void agent_pod_uid(const char *text, size_t n, char *out, size_t cap)
+{
+	out[0] = 0;
+	if (cap < 37 || !memmem(text, n, "kubepods", 8))
+		return;
+	/* "pod" then a UUID, its '-' written '_' by the systemd cgroup driver */
+	for (const char *p = text; (p = memmem(p, n - (size_t)(p - text), "pod", 3)); p += 3) {
+		const char *u = p + 3;
+		size_t i;
+		if ((size_t)(u - text) + 36 > n)
+			break;
+		for (i = 0; i < 36; i++) {
+			int sep = i == 8 || i == 13 || i == 18 || i == 23;
+			if (sep ? (u[i] != '-' && u[i] != '_') :
+			    !(isdigit((unsigned char)u[i]) || (u[i] >= 'a' && u[i] <= 'f')))
+				break;
+		}
+		if (i < 36 || ((size_t)(u - text) + 36 < n && isxdigit((unsigned char)u[36])))
+			continue;
+		for (i = 0; i < 36; i++)
+			out[i] = u[i] == '_' ? '-' : u[i];
+		out[36] = 0;
+	}
+}
+
 static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_member *m)
 {
 	char cmd[4096], *env = ag->env;
@@ -571,6 +604,14 @@ static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_membe
 		snprintf(a->service, sizeof(a->service), "ruby");
 	n = read_proc(m->pid, "cgroup", cmd, sizeof(cmd));
 	agent_container_id(cmd, n, a->container, sizeof(a->container));
+	agent_pod_uid(cmd, n, a->pod_uid, sizeof(a->pod_uid));
+	if (a->pod_uid[0]) {   /* a Kubernetes pod */
+		n = environment(ag, m->pid, m->t);
+		for (size_t i = 0; i < sizeof(ns_vars) / sizeof(ns_vars[0]) && !a->k8s_ns[0]; i++)
+			env_of(ag->env, n, ns_vars[i], a->k8s_ns, sizeof(a->k8s_ns));
+		if (rbp_proc_uts_hostname(m->pid, a->pod, sizeof(a->pod)))
+			env_of(ag->env, n, "POD_NAME", a->pod, sizeof(a->pod));
+	}
 }
 
 /* procset filter: --require-env. */
@@ -622,6 +663,12 @@ static void labels(const struct agent *ag, const struct aproc *a, struct rbp_age
 	LABEL("ruby_version", a->version);
 	if (a->container[0])
 		LABEL("container_id", a->container);
+	if (a->pod_uid[0])
+		LABEL("pod_uid", a->pod_uid);
+	if (a->pod[0])
+		LABEL("pod", a->pod);
+	if (a->k8s_ns[0])
+		LABEL("namespace", a->k8s_ns);
 	for (size_t i = 0; i < o->n_labels; i++)
 		LABEL(o->label_keys[i], o->label_values[i]);
 #undef LABEL

@@ -69,6 +69,13 @@ void agent_copy_text(char *out, size_t cap, const char *s, size_t len);
  * name their cgroups after it), "" when none.  cap > 64.
  */
 void agent_container_id(const char *text, size_t n, char *out, size_t cap);
+/*
+ * A Kubernetes pod's UID from the text of /proc/PID/cgroup: the UUID after
+ * "pod" in a kubepods path (cgroupfs driver: pod8dbc5577-d0e2-...; systemd
+ * driver: kubepods-besteffort-pod8dbc5577_d0e2_....slice, given back with
+ * dashes), "" when none.  cap > 36.
+ */
+void agent_pod_uid(const char *text, size_t n, char *out, size_t cap);
 /* Monotonic milliseconds, nanoseconds. */
 uint64_t agent_mono_ms(void);
 uint64_t agent_mono_ns(void);

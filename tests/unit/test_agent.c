@@ -246,6 +246,23 @@ static void test_names(void)
 		agent_copy_text(small, 4, "a\xf0\x9f\x98\x80", 5);
 		CHECK_EQ_STR(small, "a");
 	}
+	TEST("pod UIDs from kubepods cgroup paths (cgroupfs and systemd drivers)") {
+		static const char k1[] = "0::/kubepods/burstable/pod8dbc5577-d0e2-4706-8787-57d52c03ddf2/"
+			"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
+		static const char k2[] = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+			"pod8dbc5577_d0e2_4706_8787_57d52c03ddf2.slice/cri-containerd-"
+			"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n";
+		static const char k3[] = "0::/system.slice/pod8dbc5577-d0e2-4706-8787-57d52c03ddf2.scope\n";
+		static const char k4[] = "0::/kubepods/pod8dbc5577-d0e2-4706-8787\n";
+		agent_pod_uid(k1, sizeof(k1) - 1, out, sizeof(out));
+		CHECK_EQ_STR(out, "8dbc5577-d0e2-4706-8787-57d52c03ddf2");
+		agent_pod_uid(k2, sizeof(k2) - 1, out, sizeof(out));
+		CHECK_EQ_STR(out, "8dbc5577-d0e2-4706-8787-57d52c03ddf2");
+		agent_pod_uid(k3, sizeof(k3) - 1, out, sizeof(out));   /* not under kubepods */
+		CHECK_EQ_STR(out, "");
+		agent_pod_uid(k4, sizeof(k4) - 1, out, sizeof(out));   /* cut short */
+		CHECK_EQ_STR(out, "");
+	}
 	TEST("container ids") {
 		agent_container_id(g1, sizeof(g1) - 1, out, sizeof(out));
 		CHECK_EQ_STR(out, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
