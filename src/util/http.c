@@ -519,7 +519,7 @@ static int tls_start(struct rbp_http_client *hc, long long deadline, enum rbp_tl
 		if (w == 1)
 			continue;
 		if (w == RBP_ETIMEOUT) {
-			say(why, cap, "%s", "timed out in the TLS handshake");
+			say(why, cap, "%s", "TLS handshake failed (timed out)");
 			*fail = RBP_TLS_HANDSHAKE;
 			return RBP_ETIMEOUT;
 		}

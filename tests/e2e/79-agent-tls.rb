@@ -12,8 +12,9 @@
 #       (--tenant-id) and a --header as given, many of them on one
 #       connection (kept alive).
 #   agent/tls/refused-then-fixed   without the CA, with a certificate for
-#       another name, with an expired one: nothing is sent, the log and the
-#       metrics name the failure (unknown_ca, name_mismatch, expired), the
+#       another name, with an expired one, and a plain-HTTP server at the
+#       https URL: nothing is sent, the log and the metrics name the
+#       failure (unknown_ca, name_mismatch, expired, handshake), the
 #       agent keeps running and retrying, and sends once the server has a
 #       good certificate (the name and expired cases).
 #   agent/tls/secrets   a password (a file; the user:password of the
@@ -135,9 +136,11 @@ end
 check(REFUSED) do |probs|
   notes = []
   [["unknown_ca", GOOD, false, "unknown CA"], ["name_mismatch", OTHER, true, "name mismatch"],
-   ["expired", EXPIRED, true, "certificate expired"]].each do |reason, cert, with_ca, words|
+   ["expired", EXPIRED, true, "certificate expired"],
+   ["handshake", nil, true, "TLS handshake failed"]].each do |reason, cert, with_ca, words|
     dir = File.join(WORK, "refused-#{reason}")
-    rpid, port = tls_receiver(dir, cert)
+    # handshake: a plain-HTTP server at an https URL (nothing may go to it in plain)
+    rpid, port = cert ? tls_receiver(dir, cert) : start_receiver(dir)
     err = File.join(WORK, "refused-#{reason}.err")
     args = ["--server", "https://127.0.0.1:#{port}", *(with_ca ? ["--ca-file", CA] : []), *BASE]
     apid, mport = start_agent(args, err)
@@ -148,7 +151,7 @@ check(REFUSED) do |probs|
       probs << "#{reason}: something was stored: #{payloads(dir).size}" unless payloads(dir).empty?
       probs << "#{reason}: the log does not say #{words.inspect}: #{File.read(err)[-300..]}" unless File.read(err).include?(words)
       probs << "#{reason}: the agent exited" if Process.waitpid(apid, Process::WNOHANG)
-      if with_ca
+      if with_ca && cert
         # the server fixed: a good certificate on the same port
         stop_receiver(rpid)
         rpid, = tls_receiver(dir, GOOD, port)
