@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ruby/gc.h"
 #include "util/err.h"
 #include "util/vec.h"
 
@@ -17,6 +18,7 @@ struct watched {
 	struct rbp_target *t;
 	struct rbp_vm *vm;
 	struct rbp_stacks threads;   /* the last thread list (names, main) */
+	int gc;                      /* the copies carry the collector's flags */
 };
 
 struct rbp_bpf_sampler {
@@ -103,6 +105,8 @@ int rbp_bpf_sampler_watch(struct rbp_bpf_sampler *s, struct rbp_target *t, struc
 	w->t = t;
 	w->vm = vm;
 	rbp_vm_framecap_layout(vm, &L);
+	rbp_vm_framecap_gc(vm, &L);   /* the collector's flags, copied with each sample */
+	w->gc = L.gc_len != 0;
 	if ((err = rbp_oncpu_watch(s->k, t->pid, &L)) || (err = refresh_one(s, w, NULL))) {
 		rbp_bpf_sampler_unwatch(s, t->pid);
 		return err;
@@ -175,6 +179,12 @@ static int on_copy(void *ctx, const struct rbp_framecap_record *c)
 			th->name = known->name;
 			th->is_main = known->is_main;
 		}
+		/*
+		 * The collector ran at this tick: the thread on the CPU holds the
+		 * GVL and runs it (a thread that released the GVL in C code on
+		 * another CPU at the same time would be marked too)
+		 */
+		th->gc = w->gc && c->gc_flags ? (uint8_t)rbp_vm_gc_phase_of(w->vm, c->gc_flags) : 0;
 		smp.th = th;
 		s->decoded++;
 	} else {
