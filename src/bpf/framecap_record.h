@@ -31,6 +31,8 @@ struct fc_layout {
 	__u32 gc_len;            /* 0: no collector's flags to copy; else copy FC_GC_FLAGS bytes
 	                          * at gc_addr (the oncpu program only) */
 	__u64 gc_addr;           /* rb_objspace: its flags say whether the collector runs */
+	__u64 gvl_addr;          /* where the VM names the GVL's owner (a thread), 0 unknown
+	                          * (the oncpu program only) */
 };
 
 /*
@@ -49,9 +51,10 @@ struct fc_record {
 	__u64 ec;                /* the execution context (scratch) */
 	__u8 ec_head[FC_EC_HEAD];
 	__u8 gc_flags[FC_GC_FLAGS];   /* rb_objspace's head at the tick (gc_len != 0) */
+	__u64 gvl_owner;         /* the GVL's owner at the tick (gvl_addr != 0), else 0 */
 	__u8 data[FC_MAX_FRAMES * (FC_MAX_CFP + 8 * FC_ENV_WORDS)];
 };
 
-#define FC_HDR 240           /* offsetof(struct fc_record, data) */
+#define FC_HDR 248           /* offsetof(struct fc_record, data) */
 
 #endif

@@ -66,7 +66,7 @@ static const char agent_usage[] =
 	"                          (opt-in per service, e.g. PYROSCOPE_APPLICATION_NAME)\n"
 	"      --sampler SAMPLER   bpf (default): the kernel copies the Ruby stack of a\n"
 	"                          thread it interrupts on a CPU; on-CPU samples only (no\n"
-	"                          idle or blocked threads, no GVL state; GC frames), at a\n"
+	"                          idle or blocked threads; GC frames, GVL state), at a\n"
 	"                          cost that follows CPU use, not the number of processes;\n"
 	"                          falls back to ptrace with a warning where eBPF is not\n"
 	"                          allowed.  ptrace: read every thread's stack from outside\n"

@@ -141,6 +141,7 @@ int rbp_bpf_parse_record(const void *b, size_t size, uint16_t cfp_size,
 	r->truncated = h.truncated != 0;
 	r->frames = p + FC_HDR;
 	r->gc_flags = p + offsetof(struct fc_record, gc_flags);
+	r->gvl_owner = h.gvl_owner;
 	r->env = (const uint64_t *)(const void *)(p + FC_HDR + (size_t)h.n_frames * cfp_size);
 	return 1;
 }

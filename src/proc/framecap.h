@@ -54,6 +54,7 @@ struct rbp_framecap_layout {
 	int16_t cfp_ep;           /* in a control frame: its environment pointer */
 	uint64_t gc_addr;         /* the in-kernel sampler (oncpu.c) only: rb_objspace, whose */
 	uint32_t gc_len;          /* head it copies at each tick; gc_len 0: none */
+	uint64_t gvl_addr;        /* ... and where the VM names the GVL's owner, 0 unknown */
 };
 
 /* One copy, as read back (pointers into the reader's buffer: valid in the callback). */
@@ -70,6 +71,7 @@ struct rbp_framecap_record {
 				   * words could not be read has all three 0 */
 	const uint8_t *gc_flags;  /* RBP_FRAMECAP_GC_FLAGS bytes of rb_objspace's head at the
 				   * hit, when the layout's gc_len asked for them (else stale) */
+	uint64_t gvl_owner;       /* the GVL's owner (a thread descriptor) at the hit; 0 unknown */
 };
 
 struct rbp_framecap_stats {

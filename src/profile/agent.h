@@ -96,7 +96,7 @@ extern const struct rbp_agent_sampler rbp_agent_ptrace_sampler;
 /*
  * The in-kernel sampler (agent_bpf.c): o->bpf, an engine the caller
  * opened at o->rate_hz, watches every member; on-CPU samples only (no
- * idle or blocked threads, no GVL state; GC frames), at a cost that
+ * idle or blocked threads; GC frames and GVL state), at a cost that
  * follows the CPU the processes use, not their number.  RBP_EINVAL
  * without o->bpf.
  */

@@ -115,6 +115,7 @@ void rbp_vm_framecap_gc(struct rbp_vm *vm, struct rbp_framecap_layout *L)
 
 	L->gc_addr = 0;
 	L->gc_len = 0;
+	L->gvl_addr = vm->gvl_word;   /* known once the thread list was read (walk.c) */
 	_Static_assert(RV_GC_FLAGS_MAX == RBP_FRAMECAP_GC_FLAGS, "the copy holds the flags");
 	if (len && !objspace(vm, &os)) {
 		L->gc_addr = os;
