@@ -63,6 +63,17 @@ ifneq ($(BPF),0)
 LDLIBS    += -Wl,--as-needed -lbpf -Wl,--no-as-needed
 endif
 
+# TLS=1 (the default): the agent speaks https through OpenSSL (libssl-dev):
+# the system's shared libssl in the distro build (security updates come
+# with apt), its static libssl.a/libcrypto.a in `make static` (one TLS
+# library for both builds, the one Debian maintains).  TLS=0 builds
+# without it: https URLs are refused.
+TLS       ?= 1
+ifneq ($(TLS),0)
+CPPFLAGS  += -DRBP_TLS
+LDLIBS    += -Wl,--as-needed -lssl -lcrypto -Wl,--no-as-needed
+endif
+
 ifeq ($(FUZZ),1)
 CC        := clang
 CFLAGS    := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -94,7 +105,8 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # STATIC=1 (what `make static` sets, with BUILD=build-static): link with
 # -static, from the static archives libdw.a needs (pkg-config --static
 # names them: libelf, zlib, liblzma, libbz2, and libzstd where elfutils uses
-# it).  src/cli/static.c stands in for glibc's dlopen, initgroups and getpwuid, which
+# it), and OpenSSL's libssl.a/libcrypto.a (TLS=1).  src/cli/static.c stands
+# in for glibc's dlopen, initgroups, getpwuid and gethostbyname, which
 # cannot work in a static executable (see there: getaddrinfo reads
 # /etc/hosts alone); --fatal-warnings keeps
 # any other such function from slipping in unnoticed.
@@ -102,8 +114,9 @@ STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
 STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
 LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
-	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
-LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
+	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo -Wl,--wrap=gethostbyname
+LDLIBS    := $(if $(filter 0,$(TLS)),,-lssl -lcrypto) \
+	     $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
 else
 CLI_SRC   := $(filter-out src/cli/static.c,$(CLI_SRC))
 endif
@@ -232,7 +245,7 @@ static-check:
 	for l in $(patsubst -l%,%,$(filter -l%,$(LDLIBS))) c; do \
 		[ "$$($(CC) -print-file-name=lib$$l.a)" != "lib$$l.a" ] && continue; \
 		case $$l in dw) p=libdw-dev;; elf) p=libelf-dev;; bpf) p=libbpf-dev;; z) p=zlib1g-dev;; lzma) p=liblzma-dev;; \
-		bz2) p=libbz2-dev;; zstd) p=libzstd-dev;; *) p=libc6-dev;; esac; \
+		bz2) p=libbz2-dev;; zstd) p=libzstd-dev;; ssl|crypto) p=libssl-dev;; *) p=libc6-dev;; esac; \
 		missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

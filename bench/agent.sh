@@ -24,18 +24,27 @@
 # time, so with more busy processes than CPUs it takes fewer samples than
 # ptrace, which samples every thread RATE times a second of wall time.
 #
+# TLS (default 1; needs openssl): then, with TLS_N (default 10) busy
+# processes and the in-kernel sampler, the agent pushing every second
+# (--interval 1, so that sending weighs as much as it can) over plain http
+# and over https (a CA and a certificate made here with openssl, the
+# receiver speaking TLS, the agent with --ca-file, basic auth and a
+# tenant), one after the other: its CPU for each, and https / http.
+#
 # Wall-clock CPU on a shared machine is noisy: read the ratios, and run it
 # on a quiet machine for absolute figures.
 set -u
 cd "$(dirname "$0")/.."
 RBPEEK=${RBPEEK:-build/rbpeek}
 SECS=${SECS:-10}
-NS=${NS:-0 1 10 50}
+NS=${NS-0 1 10 50}   # NS="" skips these (TLS alone)
 RATE=100
 # PAUSE=1: the agent's --pause (the GVL's holder stopped for each read), and
 # record's default; else both read without stopping (record --nonblocking)
 PAUSE=${PAUSE:-0}
 SAMPLER=${SAMPLER:-bpf ptrace}
+TLS=${TLS:-1}
+TLS_N=${TLS_N:-10}
 pause_flags=() rec_flags=(--nonblocking)
 [ "$PAUSE" = 1 ] && pause_flags=(--pause) rec_flags=()
 for smp in $SAMPLER; do
@@ -155,3 +164,56 @@ for n in $NS; do
 	done
 	unset cpu_of
 done
+
+# ---- http against https ----------------------------------------------------
+if [ "$TLS" = 1 ] && command -v openssl >/dev/null; then
+	start_busy "$TLS_N"
+	(cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+		-subj "/CN=bench CA" && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr \
+		-subj "/CN=localhost" && echo "subjectAltName=IP:127.0.0.1" >srv.ext && \
+		openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
+		-extfile srv.ext) >/dev/null 2>&1
+	mkdir -p "$work/tls"
+	ruby tests/e2e/fixtures/ingest_receiver.rb "$work/tls" --tls "$work/srv.pem" "$work/srv.key" >/dev/null 2>&1 &
+	pids+=($!)
+	for _ in $(seq 200); do [ -s "$work/tls/port" ] && break; sleep 0.05; done
+	tport=$(cat "$work/tls/port")
+	echo secret-bench >"$work/pw"; chmod 600 "$work/pw"
+	echo
+	echo "$TLS_N busy processes, in-kernel sampler, --interval 1: plain http against https (TLS 1.2+, verified, kept alive)"
+	printf '%-6s %10s %10s %10s\n' transport "agent CPU" "profiles" "conns"
+	declare -A tcpu=()
+	for tr in http https; do
+		err=$work/agent.tls.$tr.err
+		if [ $tr = http ]; then
+			targs=(--server "http://127.0.0.1:$port")
+		else
+			targs=(--server "https://127.0.0.1:$tport" --ca-file "$work/ca.pem" --basic-auth-user bench
+			       --basic-auth-password-file "$work/pw" --tenant-id bench)
+		fi
+		"$RBPEEK" agent "${targs[@]}" --rate $RATE --interval 1 --require-env "$mark" \
+			--metrics 127.0.0.1:0 2>"$err" &
+		agent=$!
+		pids+=($agent)
+		mport=""
+		for _ in $(seq 200); do
+			mport=$(sed -n 's|.*metrics at http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$err" 2>/dev/null)
+			[ -n "$mport" ] && break
+			sleep 0.05
+		done
+		for _ in $(seq 1200); do
+			[ "$(metric "$mport" processes_watched)" = "$TLS_N" ] && break
+			sleep 0.1
+		done
+		p0=$(metric "$mport" profiles_sent_total); c0=$(ticks_of $agent)
+		sleep "$SECS"
+		p1=$(metric "$mport" profiles_sent_total); c1=$(ticks_of $agent)
+		conns=$(metric "$mport" connections_total)
+		kill -INT $agent
+		wait $agent 2>/dev/null
+		tcpu[$tr]=$(( c1 - c0 ))
+		awk -v c="$(( c1 - c0 ))" -v hz="$hz" -v s="$SECS" -v tr="$tr" -v p="$(( ${p1%.*} - ${p0%.*} ))" -v k="$conns" \
+			'BEGIN { printf "%-9s %9.2f%% %10d %10s\n", tr, c / hz / s * 100, p, k }'
+	done
+	awk -v a="${tcpu[http]}" -v b="${tcpu[https]}" 'BEGIN { if (a > 0) printf "https / http: %.2f\n", b / a }'
+fi

@@ -44,6 +44,10 @@
 #                     the eBPF programs (src/bpf/*.bpf.c, compiled by clang):
 #                     libbpf loads them (libbpf.a for make static), bpftool
 #                     turns each object into a skeleton header
+#   libssl-dev, openssl
+#                     the agent's https (OpenSSL: libssl.so, and libssl.a /
+#                     libcrypto.a for make static); openssl, the tests' CA
+#   systemd           systemd-analyze rates the agent's unit's hardening
 #
 #   tools/install-deps.sh --packaging   also what packaging needs and its
 #                     tests use (tests/e2e/98-install.rb, 99-deb.rb), and the
@@ -63,7 +67,7 @@ set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
 	clang libclang-rt-14-dev sudo tmux rubocop puma unicorn ruby-rack wrk bundler ruby-rails ruby-sqlite3
-	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool libgraphviz-dev"
+	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool libgraphviz-dev libssl-dev openssl systemd"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git golang-go"
 fi

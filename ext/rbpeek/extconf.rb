@@ -97,6 +97,16 @@ else
        "allocation sites, no --sampler=bpf); for it: apt-get install #{bpf_missing.join(' ')}, then reinstall the gem"
 end
 
+# https for the agent needs OpenSSL's headers (libssl-dev); without them
+# rbpeek is built with TLS=0 and its agent refuses https URLs.
+tls = header?(cc, cppflags, "openssl/ssl.h")
+if tls
+  puts "rbpeek: building with OpenSSL: the agent speaks https"
+else
+  puts "rbpeek: openssl/ssl.h not found: building WITHOUT https for the agent; " \
+       "for it: apt-get install libssl-dev, then reinstall the gem"
+end
+
 here = Dir.pwd
 q = ->(s) { s.to_s.gsub("$", "$$").shellescape }
 File.write(File.join(here, "Makefile"), <<~MAKE)
@@ -106,7 +116,7 @@ File.write(File.join(here, "Makefile"), <<~MAKE)
   BUILD       := #{q[File.join(here, 'build')]}
   sitearchdir ?= #{q[cfg['sitearchdir']]}
   DEST         = $(sitearchdir)/rbpeek
-  ARGS        := BUILD=$(BUILD) RUBY=#{q[RbConfig.ruby]} NATIVE=#{native ? 1 : 0} BPF=#{bpf ? 1 : 0}#{bpf ? " BPFTOOL=#{q[bpftool]}" : ''} WERROR=
+  ARGS        := BUILD=$(BUILD) RUBY=#{q[RbConfig.ruby]} NATIVE=#{native ? 1 : 0} TLS=#{tls ? 1 : 0} BPF=#{bpf ? 1 : 0}#{bpf ? " BPFTOOL=#{q[bpftool]}" : ''} WERROR=
 
   all:
   \t$(MAKE) -C $(ROOT) $(ARGS) $(BUILD)/rbpeek ext

@@ -21,6 +21,8 @@
 #define FC_TOTAL_HITS 0      /* every hit counted */
 #define FC_TOTAL_UNCOUNTED 1 /* ... of which the counts map had no room for */
 #define FC_TOTALS 2
+#define FC_GC_FLAGS 128     /* bytes of rb_objspace's head copied for the collector's phase
+                             * (RV_GC_FLAGS_MAX) */
 
 /* Where things are in the interpreter's structures (bytes); see rbp_framecap_layout. */
 struct fc_layout {
@@ -31,6 +33,11 @@ struct fc_layout {
 	__u32 ec_cfp;            /* ... the innermost control frame (pointer) */
 	__u32 cfp_size;          /* one control frame */
 	__u32 cfp_ep;            /* in a control frame: its environment pointer */
+	__u32 gc_len;            /* 0: no collector's flags to copy; else copy FC_GC_FLAGS bytes
+	                          * at gc_addr (the oncpu program only) */
+	__u64 gc_addr;           /* rb_objspace: its flags say whether the collector runs */
+	__u64 gvl_addr;          /* where the VM names the GVL's owner (a thread), 0 unknown
+	                          * (the oncpu program only) */
 };
 
 /*
@@ -48,9 +55,11 @@ struct fc_record {
 	__u32 truncated;         /* more than FC_MAX_FRAMES: outermost dropped */
 	__u64 ec;                /* the execution context (scratch) */
 	__u8 ec_head[FC_EC_HEAD];
+	__u8 gc_flags[FC_GC_FLAGS];   /* rb_objspace's head at the tick (gc_len != 0) */
+	__u64 gvl_owner;         /* the GVL's owner at the tick (gvl_addr != 0), else 0 */
 	__u8 data[FC_MAX_FRAMES * (FC_MAX_CFP + 8 * FC_ENV_WORDS)];
 };
 
-#define FC_HDR 112           /* offsetof(struct fc_record, data) */
+#define FC_HDR 248           /* offsetof(struct fc_record, data) */
 
 #endif

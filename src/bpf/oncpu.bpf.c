@@ -12,6 +12,11 @@
  * time of the watched processes, not their number: a tick on a CPU running
  * anything else ends after two map lookups.
  *
+ * With the frames goes the head of the process's rb_objspace (its flags:
+ * whether the collector runs, and in which phase), read at the same
+ * instant, so that samples taken while it runs carry a GC frame, and the
+ * word naming the GVL's owner (whether the sampled thread holds it).
+ *
  * Maps, filled by user space:
  *   procs    tgid -> struct fc_layout of its interpreter (a process watched)
  *   threads  tid -> thread descriptor address (rb_thread_t *)
@@ -103,6 +108,13 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	rec->arg = tgid;
 	if (!(size = fc_copy(rec, L, *thread)))
 		return 0;
+	/* the collector's phase at this tick: during_gc and the mode, in one read */
+	if (L->gc_len)
+		bpf_probe_read_user(rec->gc_flags, sizeof(rec->gc_flags), (void *)L->gc_addr);
+	/* and which thread holds the GVL (a failed read leaves 0: unknown) */
+	rec->gvl_owner = 0;
+	if (L->gvl_addr)
+		bpf_probe_read_user(&rec->gvl_owner, sizeof(rec->gvl_owner), (void *)L->gvl_addr);
 	if (size > sizeof(*rec))   /* cannot be: for the verifier */
 		return 0;
 	if (bpf_ringbuf_output(&samples, rec, size, BPF_RB_NO_WAKEUP))

@@ -191,8 +191,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	if (!o->t.pid == !o->cmd)
 		return cli_usage_error("record", "give either --pid PID or -- COMMAND [ARGS...]");
 	return cli_sampling_check("record", o->native, o->so.nonblocking, o->bpf, o->rate,
-				  o->native ? "--native" : o->subprocesses ? "--subprocesses" :
-				  o->so.gvl_only ? "--gvl" : NULL);
+				  o->native ? "--native" : o->subprocesses ? "--subprocesses" : NULL);
 }
 
 /* ---- live status ------------------------------------------------------ */

@@ -27,6 +27,9 @@
  *   getaddrinfo the agent's --server and --metrics: numeric addresses, and
  *               names from /etc/hosts alone (no DNS: glibc resolves through
  *               NSS modules it would dlopen); numeric ports only.
+ *   gethostbyname  linked in with OpenSSL's socket BIO (BIO_gethostbyname),
+ *               which rbpeek never calls (it connects the socket itself and
+ *               hands OpenSSL the descriptor): always fails here.
  */
 #include <ctype.h>
 #include <grp.h>
@@ -47,6 +50,14 @@ struct passwd *__wrap_getpwuid(uid_t uid);
 int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		       struct addrinfo **res);
 void __wrap_freeaddrinfo(struct addrinfo *ai);
+struct hostent *__wrap_gethostbyname(const char *name);
+
+struct hostent *__wrap_gethostbyname(const char *name)
+{
+	(void)name;
+	h_errno = NO_RECOVERY;
+	return NULL;
+}
 
 void *__wrap_dlopen(const char *file, int mode)
 {

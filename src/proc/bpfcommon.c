@@ -5,6 +5,7 @@
 #include "proc/bpfcommon.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,8 @@ int rbp_bpf_parse_record(const void *b, size_t size, uint16_t cfp_size,
 	r->n_frames = h.n_frames;
 	r->truncated = h.truncated != 0;
 	r->frames = p + FC_HDR;
+	r->gc_flags = p + offsetof(struct fc_record, gc_flags);
+	r->gvl_owner = h.gvl_owner;
 	r->env = (const uint64_t *)(const void *)(p + FC_HDR + (size_t)h.n_frames * cfp_size);
 	return 1;
 }

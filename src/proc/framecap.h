@@ -45,6 +45,7 @@
 #include <sys/types.h>
 
 #define RBP_FRAMECAP_MAX_FRAMES 256   /* control frames copied per hit */
+#define RBP_FRAMECAP_GC_FLAGS 128     /* bytes of rb_objspace's head copied (oncpu) */
 #define RBP_FRAMECAP_MAX_PROBES 8
 #define RBP_FRAMECAP_MAX_COUNTED 32768   /* distinct arguments counted (count_pid) */
 
@@ -57,6 +58,9 @@ struct rbp_framecap_layout {
 	int16_t ec_cfp;           /* ... the innermost control frame (pointer) */
 	uint16_t cfp_size;        /* one control frame */
 	int16_t cfp_ep;           /* in a control frame: its environment pointer */
+	uint64_t gc_addr;         /* the in-kernel sampler (oncpu.c) only: rb_objspace, whose */
+	uint32_t gc_len;          /* head it copies at each tick; gc_len 0: none */
+	uint64_t gvl_addr;        /* ... and where the VM names the GVL's owner, 0 unknown */
 };
 
 /* One copy, as read back (pointers into the reader's buffer: valid in the callback). */
@@ -71,6 +75,9 @@ struct rbp_framecap_record {
 	const uint8_t *frames;    /* n_frames * cfp_size bytes */
 	const uint64_t *env;      /* n_frames * 3 words: ep[-2], ep[-1], ep[0]; a frame whose
 				   * words could not be read has all three 0 */
+	const uint8_t *gc_flags;  /* RBP_FRAMECAP_GC_FLAGS bytes of rb_objspace's head at the
+				   * hit, when the layout's gc_len asked for them (else stale) */
+	uint64_t gvl_owner;       /* the GVL's owner (a thread descriptor) at the hit; 0 unknown */
 };
 
 struct rbp_framecap_stats {

@@ -182,6 +182,7 @@ int rbp_oncpu_watch(struct rbp_oncpu *s, pid_t pid, const struct rbp_framecap_la
 		.thread_ec = L->thread_ec, .ec_embedded = L->ec_embedded,
 		.ec_vm_stack = (uint32_t)L->ec_vm_stack, .ec_vm_stack_size = (uint32_t)L->ec_vm_stack_size,
 		.ec_cfp = (uint32_t)L->ec_cfp, .cfp_size = L->cfp_size, .cfp_ep = (uint32_t)L->cfp_ep,
+		.gc_len = L->gc_len, .gc_addr = L->gc_addr, .gvl_addr = L->gvl_addr,
 	};
 	uint32_t key = (uint32_t)pid;
 	struct proc *p;

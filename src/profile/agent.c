@@ -20,9 +20,13 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
+#include "proc/environ.h"
+#include "proc/uts.h"
 #include "profile/agent_int.h"
 #include "util/err.h"
 
@@ -32,6 +36,9 @@ struct aproc {
 	char service[128];
 	char version[32];
 	char container[72];       /* container id from /proc/PID/cgroup, "" none */
+	char pod_uid[40];         /* Kubernetes: the pod's UID from the cgroup path, "" none */
+	char pod[72];             /* its name: the host name of the container's UTS namespace */
+	char k8s_ns[72];          /* its namespace, from the downward API's environment */
 	char pid_s[16], ns_pid_s[16];
 	struct rbp_profile prof;  /* the interval's samples */
 	int prof_ok;              /* prof initialised */
@@ -49,6 +56,7 @@ struct agent {
 	int err;                  /* first RBP_ENOMEM met in a callback */
 	uint64_t empty;           /* intervals with no samples (nothing sent) */
 	char *env;                /* ENV_MAX bytes: a process's environment, read */
+	char server_shown[1024];  /* the server's URL, its password hidden */
 };
 
 #define ENV_MAX (256 * 1024)
@@ -144,6 +152,46 @@ static int set_label(struct rbp_agent_opts *o, const char *v, char *why, size_t 
 	return RBP_OK;
 }
 
+/* "Name: value": a token for the name, a value without control bytes; not one we send. */
+static int set_header(struct rbp_agent_opts *o, const char *v, char *why, size_t cap)
+{
+	static const char *const ours[] = { "host", "content-length", "content-type",
+					     "transfer-encoding", "connection", "user-agent" };
+	const char *colon = strchr(v, ':');
+	size_t nl = colon ? (size_t)(colon - v) : 0;
+
+	if (!colon || !nl)
+		return why_set(why, cap, "a header is 'Name: value'");
+	for (size_t i = 0; i < nl; i++)
+		if (!isalnum((unsigned char)v[i]) && !strchr("!#$%&'*+-.^_`|~", v[i]))
+			return why_set(why, cap, "a header's name is letters, digits and -");
+	for (const char *c = colon + 1; *c; c++)
+		if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+			return why_set(why, cap, "no control characters in a header's value");
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		if (strlen(ours[i]) == nl && !strncasecmp(v, ours[i], nl))
+			return why_set(why, cap, "rbpeek sets that header itself");
+	if (strlen(v) >= sizeof(o->headers[0]))
+		return why_set(why, cap, "a header is at most 511 bytes");
+	if (o->n_headers == RBP_AGENT_MAX_HEADERS)
+		return why_set(why, cap, "too many headers (16 at most)");
+	strcpy(o->headers[o->n_headers++], v);
+	return RBP_OK;
+}
+
+/* A header that carries a credential, by its name (Authorization, X-Api-Key, a token...). */
+static int secret_header(const char *h)
+{
+	static const char *const words[] = { "auth", "token", "key", "secret", "password", "cookie" };
+	size_t nl = strcspn(h, ":");
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		for (size_t k = 0; k + strlen(words[i]) <= nl; k++)
+			if (!strncasecmp(h + k, words[i], strlen(words[i])))
+				return 1;
+	return 0;
+}
+
 int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, char *why,
 		      size_t cap)
 {
@@ -164,13 +212,40 @@ int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *v, 
 
 	if (!strcmp(key, "server")) {
 		struct rbp_url u;
-		if (strlen(v) >= sizeof(o->server) || rbp_url_parse(v, &u))
-			return why_set(why, cap, strncmp(v, "https://", 8) ? "not an http://HOST[:PORT][/PATH] URL" :
-				       "https is not supported: send through a local relay "
-				       "(a TLS-terminating proxy on loopback)");
+		int bad = strlen(v) >= sizeof(o->server) || rbp_url_parse(v, &u);
+		explicit_bzero(u.password, sizeof(u.password));
+		if (bad)
+			return why_set(why, cap, "not an http[s]://HOST[:PORT][/PATH] URL");
+#ifndef RBP_TLS
+		if (u.tls)
+			return why_set(why, cap, "https: this rbpeek was built without TLS (make TLS=0; "
+				       "libssl-dev was missing)");
+#endif
 		strcpy(o->server, v);
 		return RBP_OK;
 	}
+	static const struct { const char *key; size_t off, cap; } strs[] = {
+		{ "ca-file", offsetof(struct rbp_agent_opts, ca_file), sizeof(o->ca_file) },
+		{ "basic-auth-user", offsetof(struct rbp_agent_opts, basic_user), sizeof(o->basic_user) },
+		{ "basic-auth-password-file", offsetof(struct rbp_agent_opts, password_file),
+		  sizeof(o->password_file) },
+		{ "bearer-token-file", offsetof(struct rbp_agent_opts, bearer_file), sizeof(o->bearer_file) },
+		{ "tenant-id", offsetof(struct rbp_agent_opts, tenant_id), sizeof(o->tenant_id) },
+	};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (strcmp(key, strs[i].key))
+			continue;
+		if (!*v || strlen(v) >= strs[i].cap)
+			return why_set(why, cap, "empty, or too long");
+		for (const char *c = v; *c; c++)   /* a header's value, or a path: no control bytes */
+			if ((unsigned char)*c < 0x20 || *c == 0x7f || (i == 1 && *c == ':'))
+				return why_set(why, cap, i == 1 ? "no ':' or control characters in a user name" :
+					       "no control characters");
+		strcpy((char *)o + strs[i].off, v);
+		return RBP_OK;
+	}
+	if (!strcmp(key, "header"))
+		return set_header(o, v, why, cap);
 	if (!strcmp(key, "label"))
 		return set_label(o, v, why, cap);
 	if (!strcmp(key, "pause")) {
@@ -229,33 +304,115 @@ static char *trim(char *s)
 	return s;
 }
 
-int rbp_agent_config(struct rbp_agent_opts *o, const char *path, char *why, size_t cap)
+/* One "key = value" line (NUL-ended, trimmed of nothing yet). */
+static int config_line(struct rbp_agent_opts *o, char *line, unsigned no, char *why, size_t cap)
 {
-	FILE *f = fopen(path, "r");
-	char line[2048], msg[200];
+	char *s = trim(line), *eq, msg[200];
+	int err;
+
+	if (!*s || *s == '#')
+		return RBP_OK;
+	if (!(eq = strchr(s, '='))) {
+		snprintf(why, cap, "line %u: not 'key = value'", no);
+		return RBP_EINVAL;
+	}
+	*eq = 0;
+	char *key = trim(s), *val = trim(eq + 1);
+	/* the file's content is never echoed: a key is named only when it is one of ours */
+	if (!(err = rbp_agent_opt_set(o, key, val, msg, sizeof(msg)))) {
+		struct rbp_url u;
+		if (!strcmp(key, "server") && !rbp_url_parse(val, &u) && u.password[0])
+			o->secret_in_config = 1;
+		if (!strcmp(key, "header") && secret_header(val))
+			o->secret_in_config = 1;
+		explicit_bzero(u.password, sizeof(u.password));
+	} else {
+		if (!strcmp(msg, "unknown"))
+			snprintf(why, cap, "line %u: unknown key (the keys are the long options' "
+				 "names: server, rate, label, ...)", no);
+		else
+			snprintf(why, cap, "line %u: %s: %s", no, key, msg);
+	}
+	return err;
+}
+
+int rbp_agent_config_fd(struct rbp_agent_opts *o, int fd, char *why, size_t cap)
+{
+	struct stat st;
+	char *text, *p;
+	size_t n = 0;
+	ssize_t r;
 	unsigned no = 0;
 	int err = RBP_OK;
 
-	if (!f)
+	if (fstat(fd, &st))
 		return RBP_EIO;
-	while (!err && fgets(line, sizeof(line), f)) {
-		char *s = trim(line), *eq;
-		no++;
-		if (!*s || *s == '#')
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, cap, "not a regular file");
+		return RBP_EINVAL;
+	}
+	if (st.st_size > RBP_AGENT_CONFIG_MAX) {
+		snprintf(why, cap, "larger than %d bytes", RBP_AGENT_CONFIG_MAX);
+		return RBP_EINVAL;
+	}
+	if (!(text = malloc(RBP_AGENT_CONFIG_MAX + 2)))
+		return RBP_ENOMEM;
+	/* the size may change under us: read at most one byte past the limit */
+	while (n <= RBP_AGENT_CONFIG_MAX &&
+	       (r = read(fd, text + n, RBP_AGENT_CONFIG_MAX + 1 - n)) != 0) {
+		if (r < 0 && errno == EINTR)
 			continue;
-		if (!(eq = strchr(s, '='))) {
-			snprintf(why, cap, "line %u: not 'key = value'", no);
+		if (r < 0) {
+			free(text);
+			return RBP_EIO;
+		}
+		n += (size_t)r;
+	}
+	if (n > RBP_AGENT_CONFIG_MAX) {
+		free(text);
+		snprintf(why, cap, "larger than %d bytes", RBP_AGENT_CONFIG_MAX);
+		return RBP_EINVAL;
+	}
+	text[n] = 0;
+	for (p = text; !err && p < text + n;) {
+		char *nl = memchr(p, '\n', (size_t)(text + n - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(text + n - p);
+		no++;
+		if (len > RBP_AGENT_LINE_MAX) {
+			/* never cut a line in two: the tail of a long comment is no setting */
+			snprintf(why, cap, "line %u: longer than %d bytes", no, RBP_AGENT_LINE_MAX);
 			err = RBP_EINVAL;
 			break;
 		}
-		*eq = 0;
-		char *key = trim(s), *val = trim(eq + 1);
-		if ((err = rbp_agent_opt_set(o, key, val, msg, sizeof(msg))))
-			snprintf(why, cap, "line %u: %s%s%s", no, !strcmp(msg, "unknown") ?
-				 "unknown key '" : key, !strcmp(msg, "unknown") ? key : ": ",
-				 !strcmp(msg, "unknown") ? "'" : msg);
+		if (memchr(p, 0, len)) {
+			snprintf(why, cap, "line %u: a NUL byte (not a text file?)", no);
+			err = RBP_EINVAL;
+			break;
+		}
+		p[len] = 0;
+		err = config_line(o, p, no, why, cap);
+		p += len + 1;
 	}
-	fclose(f);
+	explicit_bzero(text, n);
+	free(text);
+	/* like ssh with a private key: a secret others may read is refused */
+	if (!err && o->secret_in_config && (st.st_mode & 077)) {
+		snprintf(why, cap, "holds a secret (a password or a token) and others may read it: "
+			 "chmod 600 it");
+		err = RBP_EINVAL;
+	}
+	return err;
+}
+
+int rbp_agent_config(struct rbp_agent_opts *o, const char *path, char *why, size_t cap)
+{
+	/* O_NONBLOCK: a FIFO there cannot block the open; anything not regular is refused */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY), err;
+
+	if (fd < 0)
+		return RBP_EIO;
+	err = rbp_agent_config_fd(o, fd, why, cap);
+	close(fd);
 	return err;
 }
 
@@ -279,7 +436,25 @@ static size_t read_proc(pid_t pid, const char *name, char *buf, size_t cap)
 	return n;
 }
 
-/* The value of an environment variable of the process, "" when unset. */
+/*
+ * s (at most len bytes) into out (cap > 0), cut to fit at the end of a
+ * whole UTF-8 character, never inside one.
+ */
+void agent_copy_text(char *out, size_t cap, const char *s, size_t len)
+{
+	size_t n = strnlen(s, len);
+
+	if (n >= cap) {
+		n = cap - 1;
+		/* back off over continuation bytes to the start of the cut character */
+		while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(out, s, n);
+	out[n] = 0;
+}
+
+/* The value of an environment variable of the process, "" when unset (env: n bytes, NUL-ended). */
 static void env_of(const char *env, size_t n, const char *var, char *out, size_t cap)
 {
 	size_t vl = strlen(var);
@@ -287,9 +462,22 @@ static void env_of(const char *env, size_t n, const char *var, char *out, size_t
 	out[0] = 0;
 	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
 		if (!strncmp(env + i, var, vl) && env[i + vl] == '=') {
-			snprintf(out, cap, "%s", env + i + vl + 1);
+			agent_copy_text(out, cap, env + i + vl + 1, n - i - vl - 1);
 			return;
 		}
+}
+
+/* The environment of the process (m's target when given) into ag->env, NUL-ended; its length. */
+static size_t environment(struct agent *ag, pid_t pid, struct rbp_target *t)
+{
+	size_t n = 0;
+
+	/* the environment as the process holds it: a title it set may have
+	 * overwritten what /proc/PID/environ shows (puma's tag) */
+	if (!t || rbp_target_environ(t, ag->env, ENV_MAX - 1, &n))
+		rbp_proc_environ(pid, ag->env, ENV_MAX - 1, &n);
+	ag->env[n] = 0;
+	return n;
 }
 
 static const char *base(const char *p)
@@ -326,12 +514,25 @@ void agent_program_name(const char *cmd, size_t n, char *out, size_t cap)
 	}
 	if (!strcmp(base(args[k]), "bundle") && k + 2 < na && !strcmp(args[k + 1], "exec"))
 		k += 2;
-	/* a title a program set ("puma 6.4.0 (tcp://...)"): its first word */
-	snprintf(out, cap, "%.*s", (int)strcspn(args[k], " "), args[k]);
-	memmove(out, base(out), strlen(base(out)) + 1);
-	size_t l = strlen(out);
-	if (l > 3 && !strcmp(out + l - 3, ".rb"))
-		out[l - 3] = 0;
+	/*
+	 * A title a program set ("puma 6.4.0 (tcp://...)": one string, the
+	 * rest of the area NULs): its first word.  An argument (a script's
+	 * path, "/srv/my app/bin/app.rb") is whole.
+	 */
+	int title = k == 0;
+	for (size_t j = 1; j < na && title; j++)
+		title = !args[j][0];
+	char word[4096];
+	size_t wl = title ? strcspn(args[k], " ") : strlen(args[k]);
+	if (wl >= sizeof(word))
+		wl = sizeof(word) - 1;
+	memcpy(word, args[k], wl);
+	word[wl] = 0;
+	const char *b = base(word);
+	size_t l = strlen(b);
+	if (l > 3 && !strcmp(b + l - 3, ".rb"))
+		l -= 3;
+	agent_copy_text(out, cap, b, l);
 }
 
 void agent_container_id(const char *buf, size_t n, char *out, size_t cap)
@@ -352,6 +553,35 @@ void agent_container_id(const char *buf, size_t n, char *out, size_t cap)
 	}
 }
 
+/* Where the downward API usually puts a pod's namespace (env: fieldRef metadata.namespace). */
+static const char *const ns_vars[] = { "POD_NAMESPACE", "KUBERNETES_NAMESPACE", "K8S_NAMESPACE",
+				       "MY_POD_NAMESPACE" };
+
+void agent_pod_uid(const char *text, size_t n, char *out, size_t cap)
+{
+	out[0] = 0;
+	if (cap < 37 || !memmem(text, n, "kubepods", 8))
+		return;
+	/* "pod" then a UUID, its '-' written '_' by the systemd cgroup driver */
+	for (const char *p = text; (p = memmem(p, n - (size_t)(p - text), "pod", 3)); p += 3) {
+		const char *u = p + 3;
+		size_t i;
+		if ((size_t)(u - text) + 36 > n)
+			break;
+		for (i = 0; i < 36; i++) {
+			int sep = i == 8 || i == 13 || i == 18 || i == 23;
+			if (sep ? (u[i] != '-' && u[i] != '_') :
+			    !(isdigit((unsigned char)u[i]) || (u[i] >= 'a' && u[i] <= 'f')))
+				break;
+		}
+		if (i < 36 || ((size_t)(u - text) + 36 < n && isxdigit((unsigned char)u[36])))
+			continue;
+		for (i = 0; i < 36; i++)
+			out[i] = u[i] == '_' ? '-' : u[i];
+		out[36] = 0;
+	}
+}
+
 static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_member *m)
 {
 	char cmd[4096], *env = ag->env;
@@ -362,7 +592,7 @@ static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_membe
 	snprintf(a->pid_s, sizeof(a->pid_s), "%d", (int)a->pid);
 	snprintf(a->ns_pid_s, sizeof(a->ns_pid_s), "%d", (int)a->ns_pid);
 	snprintf(a->version, sizeof(a->version), "%s", rbp_vm_info(m->vm)->version);
-	n = read_proc(m->pid, "environ", env, ENV_MAX);
+	n = environment(ag, m->pid, m->t);
 	env_of(env, n, "PYROSCOPE_APPLICATION_NAME", a->service, sizeof(a->service));
 	if (!a->service[0])
 		env_of(env, n, "OTEL_SERVICE_NAME", a->service, sizeof(a->service));
@@ -374,6 +604,14 @@ static void describe(struct agent *ag, struct aproc *a, struct rbp_procset_membe
 		snprintf(a->service, sizeof(a->service), "ruby");
 	n = read_proc(m->pid, "cgroup", cmd, sizeof(cmd));
 	agent_container_id(cmd, n, a->container, sizeof(a->container));
+	agent_pod_uid(cmd, n, a->pod_uid, sizeof(a->pod_uid));
+	if (a->pod_uid[0]) {   /* a Kubernetes pod */
+		n = environment(ag, m->pid, m->t);
+		for (size_t i = 0; i < sizeof(ns_vars) / sizeof(ns_vars[0]) && !a->k8s_ns[0]; i++)
+			env_of(ag->env, n, ns_vars[i], a->k8s_ns, sizeof(a->k8s_ns));
+		if (rbp_proc_uts_hostname(m->pid, a->pod, sizeof(a->pod)))
+			env_of(ag->env, n, "POD_NAME", a->pod, sizeof(a->pod));
+	}
 }
 
 /* procset filter: --require-env. */
@@ -381,7 +619,7 @@ static int has_env(void *ctx, pid_t pid)
 {
 	struct agent *ag = ctx;
 	const char *var = ag->o->require_env, *env = ag->env;
-	size_t n = read_proc(pid, "environ", ag->env, ENV_MAX), vl = strlen(var);
+	size_t n = environment(ag, pid, NULL), vl = strlen(var);
 
 	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
 		if (!strncmp(env + i, var, vl) && env[i + vl] == '=')
@@ -425,6 +663,12 @@ static void labels(const struct agent *ag, const struct aproc *a, struct rbp_age
 	LABEL("ruby_version", a->version);
 	if (a->container[0])
 		LABEL("container_id", a->container);
+	if (a->pod_uid[0])
+		LABEL("pod_uid", a->pod_uid);
+	if (a->pod[0])
+		LABEL("pod", a->pod);
+	if (a->k8s_ns[0])
+		LABEL("namespace", a->k8s_ns);
 	for (size_t i = 0; i < o->n_labels; i++)
 		LABEL(o->label_keys[i], o->label_values[i]);
 #undef LABEL
@@ -617,6 +861,63 @@ static int loop(struct agent *ag, struct rbp_agent_sampler_stats *ss)
 	return flush_all(ag, 1);
 }
 
+/* Base64 (RFC 4648) of s[0..n) into out (cap >= 4 * (n + 2) / 3 + 1). */
+static void base64(const unsigned char *s, size_t n, char *out)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
+			     (i + 2 < n ? s[i + 2] : 0);
+		out[k++] = t[v >> 18 & 63];
+		out[k++] = t[v >> 12 & 63];
+		out[k++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+		out[k++] = i + 2 < n ? t[v & 63] : '=';
+	}
+	out[k] = 0;
+}
+
+/*
+ * The server's client: its URL, the CA file, and the headers every request
+ * carries (credentials, tenant, the user's), wiped here once copied.
+ */
+static int client(const struct rbp_agent_opts *o, struct rbp_http_client **out)
+{
+	size_t cap = 8192 + RBP_AGENT_MAX_HEADERS * 520, n = 0;
+	char *h = malloc(cap), cred[512], b64[700];
+	struct rbp_url u;
+	int err;
+
+	if (!h)
+		return RBP_ENOMEM;
+	h[0] = 0;
+	if ((err = rbp_url_parse(o->server, &u))) {
+		free(h);
+		return err;
+	}
+	const char *user = o->basic_user[0] ? o->basic_user : u.user;
+	const char *pass = o->password[0] ? o->password : u.password;
+	if (o->bearer[0]) {
+		n += (size_t)snprintf(h + n, cap - n, "Authorization: Bearer %s\r\n", o->bearer);
+	} else if (user[0]) {
+		int l = snprintf(cred, sizeof(cred), "%s:%s", user, pass);
+		base64((const unsigned char *)cred, l > 0 && (size_t)l < sizeof(cred) ? (size_t)l : 0, b64);
+		n += (size_t)snprintf(h + n, cap - n, "Authorization: Basic %s\r\n", b64);
+		explicit_bzero(cred, sizeof(cred));
+		explicit_bzero(b64, sizeof(b64));
+	}
+	if (o->tenant_id[0])
+		n += (size_t)snprintf(h + n, cap - n, "X-Scope-OrgID: %s\r\n", o->tenant_id);
+	for (size_t i = 0; i < o->n_headers && n < cap; i++)
+		n += (size_t)snprintf(h + n, cap - n, "%s\r\n", o->headers[i]);
+	err = n >= cap ? RBP_EINVAL : rbp_http_client_new(&u, o->ca_file, h, out, NULL, 0);
+	explicit_bzero(h, cap);
+	explicit_bzero(u.password, sizeof(u.password));
+	free(h);
+	return err;
+}
+
 int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 {
 	struct agent ag = { .o = o, .sampler = o->sampler ? o->sampler : &rbp_agent_ptrace_sampler };
@@ -630,19 +931,23 @@ int rbp_agent_run(const struct rbp_agent_opts *o, struct rbp_agent_stats *st)
 	ag.sh.metrics_fd = -1;
 	if (!o->exporter)
 		return RBP_EINVAL;
-	if ((err = rbp_url_parse(o->server, &ag.sh.url)))
+	if ((err = client(o, &ag.sh.client)))
 		return err;
+	rbp_url_redact(o->server, ag.server_shown, sizeof(ag.server_shown));
 	if (gethostname(ag.hostname, sizeof(ag.hostname) - 1))
 		strcpy(ag.hostname, "unknown");
-	ag.sh.server = o->server;
+	ag.sh.server = ag.server_shown;
 	ag.sh.ctype = o->exporter->content_type;
 	ag.sh.timeout_ms = o->timeout_ms;
 	ag.sh.backoff_max_s = o->backoff_max_s;
 	ag.sh.max_pending = o->max_pending;
 	ag.sh.max_pending_bytes = o->max_pending_bytes;
-	if (!(ag.env = malloc(ENV_MAX)))
+	if (!(ag.env = malloc(ENV_MAX))) {
+		rbp_http_client_free(ag.sh.client);
 		return RBP_ENOMEM;
+	}
 	if ((err = agent_shared_init(&ag.sh))) {
+		rbp_http_client_free(ag.sh.client);
 		free(ag.env);
 		return err;
 	}
@@ -699,6 +1004,7 @@ done:
 	for (size_t i = 0; i < ag.sh.n_log && o->log; i++)
 		o->log(o->ctx, ag.sh.log[i]);
 	agent_shared_destroy(&ag.sh);
+	rbp_http_client_free(ag.sh.client);
 	free(ag.env);
 	return err;
 }

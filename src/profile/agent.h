@@ -96,7 +96,7 @@ extern const struct rbp_agent_sampler rbp_agent_ptrace_sampler;
 /*
  * The in-kernel sampler (agent_bpf.c): o->bpf, an engine the caller
  * opened at o->rate_hz, watches every member; on-CPU samples only (no
- * idle or blocked threads, no GC frames, no GVL state), at a cost that
+ * idle or blocked threads; GC frames and GVL state), at a cost that
  * follows the CPU the processes use, not their number.  RBP_EINVAL
  * without o->bpf.
  */
@@ -125,8 +125,21 @@ struct rbp_agent_exporter {
 
 /* ---- options ------------------------------------------------------------- */
 
+#define RBP_AGENT_MAX_HEADERS 16
+
 struct rbp_agent_opts {
-	char server[1024];            /* http://HOST[:PORT][/PATH] */
+	char server[1024];            /* http[s]://[USER[:PASSWORD]@]HOST[:PORT][/PATH] */
+	char ca_file[1024];           /* a CA added to the system's store, "" none */
+	char basic_user[128];         /* basic auth's user, "" none (or the URL's) */
+	char password_file[1024];     /* basic auth's password: this file's first line */
+	char bearer_file[1024];       /* Authorization: Bearer <this file's first line> */
+	char tenant_id[128];          /* sent as X-Scope-OrgID, "" none */
+	char headers[RBP_AGENT_MAX_HEADERS][512];   /* "Name: value", sent as given */
+	size_t n_headers;
+	/* Set by the caller from password_file / bearer_file (never by keys). */
+	char password[256];
+	char bearer[4096];
+	uint8_t secret_in_config;     /* the config file held a secret (password, token header) */
 	uint32_t rate_hz;             /* samples per second per thread (100) */
 	uint32_t interval_s;          /* one profile per process every this many seconds (10) */
 	char label_keys[RBP_AGENT_MAX_LABELS][64];
@@ -168,16 +181,26 @@ void rbp_agent_opts_init(struct rbp_agent_opts *o);
  * one), "metrics", "max-processes", "max-samples", "max-nodes",
  * "max-pending", "max-pending-bytes", "timeout", "backoff-max",
  * "scan-interval", "require-env", "pause" (yes/no), "sampler" (bpf or
- * ptrace)).  RBP_EINVAL with a reason in why when the key is
- * unknown ("unknown") or the value bad.
+ * ptrace), "ca-file", "basic-auth-user", "basic-auth-password-file",
+ * "bearer-token-file", "tenant-id", "header" ("Name: value", adds one)).
+ * RBP_EINVAL with a reason in why when the key is unknown ("unknown") or
+ * the value bad; why never quotes the value.
  */
 int rbp_agent_opt_set(struct rbp_agent_opts *o, const char *key, const char *value, char *why,
 		      size_t why_cap);
 /*
  * Read a config file: "key = value" lines, '#' comments, blank lines.
- * RBP_EIO when it cannot be read; RBP_EINVAL with "LINE: reason" in why.
+ * Only a regular file of at most RBP_AGENT_CONFIG_MAX bytes, lines of at
+ * most RBP_AGENT_LINE_MAX bytes (a longer one is refused whole, never cut
+ * in two).  RBP_EIO when it cannot be read; RBP_EINVAL with "line N:
+ * reason" in why, which never quotes the file's content (a line that is
+ * not one of our keys is not echoed).  _fd reads a descriptor the caller
+ * opened (with the invoking user's rights, under sudo).
  */
+#define RBP_AGENT_CONFIG_MAX (64 * 1024)
+#define RBP_AGENT_LINE_MAX 4096
 int rbp_agent_config(struct rbp_agent_opts *o, const char *path, char *why, size_t why_cap);
+int rbp_agent_config_fd(struct rbp_agent_opts *o, int fd, char *why, size_t why_cap);
 
 /* ---- running ------------------------------------------------------------- */
 
@@ -185,6 +208,8 @@ int rbp_agent_config(struct rbp_agent_opts *o, const char *path, char *why, size
 struct rbp_agent_stats {
 	uint64_t profiles_sent, profiles_dropped, profiles_rejected, profiles_empty;
 	uint64_t send_failures;
+	uint64_t tls_failures[5];     /* by enum rbp_tls_fail (util/http.h) */
+	uint64_t connections;         /* to the server, opened (kept alive between profiles) */
 	uint64_t pending, pending_bytes;
 	uint64_t processes_watched, processes_attached, processes_capped;
 	uint64_t samples, samples_lost, ticks, ticks_late;
@@ -193,7 +218,9 @@ struct rbp_agent_stats {
 
 /*
  * Run until should_stop says so.  Errors before it starts: RBP_EURL (the
- * server), RBP_ENET (the metrics address cannot be bound), RBP_ENOMEM.
+ * server), RBP_ETLS (the CA file cannot be loaded), RBP_ENOTLS (https in
+ * a build without TLS), RBP_ENET (the metrics address cannot be bound),
+ * RBP_ENOMEM.
  * The profiles of the last, partial interval are queued and sent for at
  * most timeout_ms before it returns.  *st (may be NULL) gets the totals.
  */

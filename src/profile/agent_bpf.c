@@ -130,7 +130,8 @@ static int on_sample(void *ctx, const struct rbp_bpf_sample *smp)
 		return RBP_OK;
 	}
 	err = rbp_sample_add_stack(m, &s->so, p, &s->stacks, smp->th,
-				   smp->time_ns > t0 ? smp->time_ns - t0 : 0, RBP_SAMPLE_ONCPU);
+				   smp->time_ns > t0 ? smp->time_ns - t0 : 0,
+				   RBP_SAMPLE_ONCPU | (smp->th->has_gvl ? RBP_SAMPLE_GVL : 0));
 	if (err == RBP_ENOMEM)
 		return err;
 	if (err)

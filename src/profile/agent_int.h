@@ -26,8 +26,8 @@ enum agent_server_state { SERVER_UNKNOWN, SERVER_UP, SERVER_DOWN, SERVER_REJECTI
 
 struct agent_shared {
 	/* set before the threads start, then read-only */
-	struct rbp_url url;
-	const char *server;          /* as given, for messages */
+	struct rbp_http_client *client;   /* the sender's: one connection kept alive */
+	const char *server;          /* as given, its password hidden, for messages */
 	const char *ctype;
 	uint32_t timeout_ms, backoff_max_s, max_pending;
 	uint64_t max_pending_bytes;
@@ -39,6 +39,7 @@ struct agent_shared {
 	int stop;                    /* the sender and the metrics thread end */
 	uint64_t drain_until_ms;     /* with stop: send what is pending until then */
 	enum agent_server_state state;
+	enum rbp_tls_fail last_tls;  /* what the last TLS failure was (a change is logged) */
 	char log[AGENT_LOG_LINES][256];   /* lines for the sampling thread to hand to opts.log */
 	size_t n_log;
 	struct rbp_agent_stats st;
@@ -60,12 +61,21 @@ void *agent_metrics(void *arg);
  * (tcp://...)" -> "puma").  "" when there is nothing.
  */
 void agent_program_name(const char *cmd, size_t n, char *out, size_t cap);
+/* s (at most len bytes) into out (cap > 0), cut at a UTF-8 character's end. */
+void agent_copy_text(char *out, size_t cap, const char *s, size_t len);
 /*
  * A container's id from the text of /proc/PID/cgroup: its last run of
  * exactly 64 lower-case hex digits (Docker, containerd, CRI-O, Podman
  * name their cgroups after it), "" when none.  cap > 64.
  */
 void agent_container_id(const char *text, size_t n, char *out, size_t cap);
+/*
+ * A Kubernetes pod's UID from the text of /proc/PID/cgroup: the UUID after
+ * "pod" in a kubepods path (cgroupfs driver: pod8dbc5577-d0e2-...; systemd
+ * driver: kubepods-besteffort-pod8dbc5577_d0e2_....slice, given back with
+ * dashes), "" when none.  cap > 36.
+ */
+void agent_pod_uid(const char *text, size_t n, char *out, size_t cap);
 /* Monotonic milliseconds, nanoseconds. */
 uint64_t agent_mono_ms(void);
 uint64_t agent_mono_ns(void);

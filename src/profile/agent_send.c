@@ -190,11 +190,15 @@ void *agent_sender(void *arg)
 		pthread_mutex_unlock(&s->mu);
 
 		int status = 0;
+		enum rbp_tls_fail tls = RBP_TLS_NONE;
 		why[0] = 0;
-		int err = rbp_http_post(&s->url, it->target, s->ctype, it->body, it->len,
-					(int)s->timeout_ms, &status, why, sizeof(why));
+		int err = rbp_http_client_post(s->client, it->target, s->ctype, it->body, it->len,
+					       (int)s->timeout_ms, &status, &tls, why, sizeof(why));
 
 		pthread_mutex_lock(&s->mu);
+		s->st.connections = rbp_http_client_connections(s->client);
+		if (tls != RBP_TLS_NONE && tls < RBP_TLS_NFAIL)
+			s->st.tls_failures[tls]++;
 		if (!err && final_status(status)) {
 			backoff = 0;
 			if (status < 300) {
@@ -209,15 +213,17 @@ void *agent_sender(void *arg)
 					note(s, "%s: rejects profiles (%s); dropping them", s->server, why);
 				s->state = SERVER_REJECTING;
 			}
+			s->last_tls = RBP_TLS_NONE;
 			agent_item_free(it);
 			continue;
 		}
 		s->st.send_failures++;
 		requeue(s, it);
-		if (s->state != SERVER_DOWN)
+		if (s->state != SERVER_DOWN || tls != s->last_tls)
 			note(s, "%s: down (%s); retrying with back-off, keeping at most %u profiles",
 			     s->server, why[0] ? why : rbp_strerror(err), s->max_pending);
 		s->state = SERVER_DOWN;
+		s->last_tls = tls;
 		backoff = backoff ? backoff * 2 : 1000;
 		if (backoff > (uint64_t)s->backoff_max_s * 1000)
 			backoff = (uint64_t)s->backoff_max_s * 1000;
@@ -258,7 +264,7 @@ static int metrics_page(void *ctx, const char *method, const char *path, char **
 	uint64_t rss;
 	double cpu;
 	char *b;
-	size_t cap = 4096;
+	size_t cap = 8192;
 	int n;
 
 	if (strcmp(path, "/metrics") && strcmp(path, "/"))
@@ -305,6 +311,17 @@ static int metrics_page(void *ctx, const char *method, const char *path, char **
 		     (unsigned long long)st.ticks_late, cpu, (unsigned long long)rss);
 #undef C
 #undef G
+	if (n >= 0 && (size_t)n < cap)
+		n += snprintf(b + n, cap - (size_t)n,
+			      "# HELP rbpeek_agent_connections_total Connections opened to the server "
+			      "(kept alive between profiles).\n# TYPE rbpeek_agent_connections_total counter\n"
+			      "rbpeek_agent_connections_total %llu\n"
+			      "# HELP rbpeek_agent_tls_failures_total TLS handshakes that failed, by reason.\n"
+			      "# TYPE rbpeek_agent_tls_failures_total counter\n",
+			      (unsigned long long)st.connections);
+	for (int f = RBP_TLS_UNKNOWN_CA; f < RBP_TLS_NFAIL && n >= 0 && (size_t)n < cap; f++)
+		n += snprintf(b + n, cap - (size_t)n, "rbpeek_agent_tls_failures_total{reason=\"%s\"} %llu\n",
+			      rbp_tls_fail_name((enum rbp_tls_fail)f), (unsigned long long)st.tls_failures[f]);
 	if (n < 0 || (size_t)n >= cap) {
 		free(b);
 		return 500;
@@ -318,14 +335,19 @@ static int metrics_page(void *ctx, const char *method, const char *path, char **
 void *agent_metrics(void *arg)
 {
 	struct agent_shared *s = arg;
+	struct rbp_http_server *srv;
 
+	/* many connections at once: an idle client holds up nobody */
+	if (rbp_http_server_new(s->metrics_fd, 2000, metrics_page, s, &srv))
+		return NULL;
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		int stop = s->stop;
 		pthread_mutex_unlock(&s->mu);
 		if (stop)
 			break;
-		rbp_http_serve_one(s->metrics_fd, 200, 2000, metrics_page, s);
+		rbp_http_server_step(srv, 200);
 	}
+	rbp_http_server_free(srv);
 	return NULL;
 }

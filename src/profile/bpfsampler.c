@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ruby/gc.h"
 #include "util/err.h"
 #include "util/vec.h"
 
@@ -17,6 +18,8 @@ struct watched {
 	struct rbp_target *t;
 	struct rbp_vm *vm;
 	struct rbp_stacks threads;   /* the last thread list (names, main) */
+	int gc;                      /* the copies carry the collector's flags */
+	int gvl;                     /* ... and the GVL's owner */
 };
 
 struct rbp_bpf_sampler {
@@ -78,6 +81,15 @@ static int refresh_one(struct rbp_bpf_sampler *s, struct watched *w, int *read_e
 			*read_err = err;
 		return err == RBP_ENOMEM ? err : RBP_OK;   /* next time */
 	}
+	if (!w->gvl) {   /* the GVL's owner found since the watch began: to the kernel */
+		struct rbp_framecap_layout L;
+		rbp_vm_framecap_layout(w->vm, &L);
+		rbp_vm_framecap_gc(w->vm, &L);
+		if (L.gvl_addr && !rbp_oncpu_watch(s->k, w->t->pid, &L)) {
+			w->gvl = 1;
+			w->gc = L.gc_len != 0;
+		}
+	}
 	for (size_t i = 0; i < w->threads.n_threads && n < MAX_THREADS; i++)
 		if (w->threads.threads[i].tid && !w->threads.threads[i].err) {
 			s->tids[n] = w->threads.threads[i].tid;
@@ -103,6 +115,10 @@ int rbp_bpf_sampler_watch(struct rbp_bpf_sampler *s, struct rbp_target *t, struc
 	w->t = t;
 	w->vm = vm;
 	rbp_vm_framecap_layout(vm, &L);
+	(void)rbp_vm_read_threads(vm, &w->threads);   /* where the GVL's owner is named */
+	rbp_vm_framecap_gc(vm, &L);   /* the collector's flags and the GVL, copied with each sample */
+	w->gvl = L.gvl_addr != 0;
+	w->gc = L.gc_len != 0;
 	if ((err = rbp_oncpu_watch(s->k, t->pid, &L)) || (err = refresh_one(s, w, NULL))) {
 		rbp_bpf_sampler_unwatch(s, t->pid);
 		return err;
@@ -175,6 +191,16 @@ static int on_copy(void *ctx, const struct rbp_framecap_record *c)
 			th->name = known->name;
 			th->is_main = known->is_main;
 		}
+		/*
+		 * The collector ran at this tick on the thread holding the GVL:
+		 * this one when it holds it (where the owner is not known, a
+		 * thread that released the GVL in C code on another CPU at that
+		 * instant is marked too)
+		 */
+		th->has_gvl = w->gvl && known && c->gvl_owner && c->gvl_owner == known->addr;
+		th->gc = w->gc && c->gc_flags ? (uint8_t)rbp_vm_gc_phase_of(w->vm, c->gc_flags) : 0;
+		if (w->gvl && c->gvl_owner && !th->has_gvl)
+			th->gc = 0;   /* the collector runs on the GVL's holder: not this thread */
 		smp.th = th;
 		s->decoded++;
 	} else {

@@ -259,8 +259,13 @@ static int on_bpf_sample(void *ctx, const struct rbp_bpf_sample *smp)
 	}
 	if (!smp->th->n_frames)
 		return RBP_OK;
+	if (bt->l->o->gvl_only && !smp->th->has_gvl) {   /* --gvl: on a CPU without the GVL */
+		bt->st->no_gvl_holder++;
+		return RBP_OK;
+	}
 	uint64_t t_ns = smp->time_ns > bt->start ? smp->time_ns - bt->start : 0;
-	if ((err = add_thread(bt->l, smp->th, t_ns, RBP_SAMPLE_ONCPU)))
+	if ((err = add_thread(bt->l, smp->th, t_ns,
+			      RBP_SAMPLE_ONCPU | (smp->th->has_gvl ? RBP_SAMPLE_GVL : 0))))
 		return err;
 	bt->st->samples++;
 	return RBP_OK;

@@ -142,6 +142,26 @@ int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req)
 	return 1;
 }
 
+void rbp_vm_framecap_gc(struct rbp_vm *vm, struct rbp_framecap_layout *L)
+{
+	uint64_t os;
+	size_t len = flags_len(vm->L);
+
+	L->gc_addr = 0;
+	L->gc_len = 0;
+	L->gvl_addr = vm->gvl_word;   /* known once the thread list was read (walk.c) */
+	_Static_assert(RV_GC_FLAGS_MAX == RBP_FRAMECAP_GC_FLAGS, "the copy holds the flags");
+	if (len && !objspace(vm, &os)) {
+		L->gc_addr = os;
+		L->gc_len = (uint32_t)len;
+	}
+}
+
+enum rbp_gc_phase rbp_vm_gc_phase_of(const struct rbp_vm *vm, const uint8_t *flags)
+{
+	return flags_len(vm->L) ? decode_phase(vm->L, flags) : RBP_GC_NONE;
+}
+
 const char *rbp_gc_label(enum rbp_gc_phase phase)
 {
 	switch (phase) {

@@ -41,6 +41,17 @@ int rbp_vm_gc_phase(struct rbp_vm *vm, enum rbp_gc_phase *out);
  */
 int rbp_vm_objspace(struct rbp_vm *vm, uint64_t *out);
 
+/*
+ * For the in-kernel sampler: where its program copies rb_objspace's head
+ * from at each tick (L->gc_addr, L->gc_len; both 0 when the collector's
+ * flags are not known for this Ruby, or it is loaded from a library), and
+ * the word naming the GVL's owner (L->gvl_addr: known once the thread list
+ * has been read, else 0); and the phase such a copy
+ * (RBP_FRAMECAP_GC_FLAGS bytes) says.
+ */
+void rbp_vm_framecap_gc(struct rbp_vm *vm, struct rbp_framecap_layout *L);
+enum rbp_gc_phase rbp_vm_gc_phase_of(const struct rbp_vm *vm, const uint8_t *flags);
+
 /* The frame label shown for a phase: "(GC: marking)"; NULL for RBP_GC_NONE. */
 const char *rbp_gc_label(enum rbp_gc_phase phase);
 

@@ -31,10 +31,12 @@ const char *rbp_strerror(int err)
 	case RBP_EBADRAW: return "not a valid rbpeek raw file";
 	case RBP_ERAWBIG: return "it expands to far more than rbpeek writes in a raw file of its size "
 				 "(a decompression bomb?)";
-	case RBP_EURL: return "not an http://HOST[:PORT][/PATH] URL (https is not supported)";
+	case RBP_EURL: return "not an http[s]://HOST[:PORT][/PATH] URL";
 	case RBP_ENET: return "cannot connect";
 	case RBP_ETIMEOUT: return "timed out";
 	case RBP_EHTTP: return "not a valid HTTP response";
+	case RBP_ETLS: return "TLS handshake failed";
+	case RBP_ENOTLS: return "built without TLS (make TLS=0): https is not available";
 	}
 	return "unknown error";
 }

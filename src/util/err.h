@@ -51,10 +51,12 @@ enum rbp_err {
 	RBP_ERAWBIG = -31,  /* a raw file that expands far beyond its size (a bomb) */
 
 	/* network (the agent's HTTP client and metrics endpoint) */
-	RBP_EURL = -40,     /* not an http://HOST[:PORT][/PATH] URL (https is not supported) */
+	RBP_EURL = -40,     /* not an http[s]://HOST[:PORT][/PATH] URL */
 	RBP_ENET = -41,     /* name not resolved, connection refused or reset */
 	RBP_ETIMEOUT = -42, /* the peer did not answer in time */
 	RBP_EHTTP = -43,    /* not an HTTP/1.x response, or one cut short */
+	RBP_ETLS = -44,     /* TLS: the server's certificate refused, or the handshake failed */
+	RBP_ENOTLS = -45,   /* built without TLS (TLS=0): https cannot be used */
 };
 
 /* A static English description of an error code ("no such process"). */

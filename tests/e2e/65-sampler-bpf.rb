@@ -194,7 +194,7 @@ end
 
 check("sampler-bpf/bad-options") do |probs|
   [%w[record --pid 1 --sampler=nope], %w[record --pid 1 --sampler=bpf --native],
-   %w[record --pid 1 --sampler=bpf --subprocesses], %w[record --pid 1 --sampler=bpf --gvl],
+   %w[record --pid 1 --sampler=bpf --subprocesses],
    %w[record --pid 1 --sampler=bpf -r 20000], %w[top --pid 1 --sampler=nope],
    %w[top --pid 1 --sampler=bpf --native]].each do |args|
     res = R.rec(*args)

@@ -40,7 +40,7 @@
 #   agent/bpf-fallback   run by a user eBPF is refused to (nobody, on a
 #       Ruby of nobody's): one warning saying why, the ptrace sampler, and
 #       the process profiled all the same.
-#   agent/usage-errors   no --server, https, bad values, a bad config
+#   agent/usage-errors   no --server, a password in --server, bad values, a bad config
 #       file, an unknown sampler, --pause with the bpf sampler: exit 2
 #       with the reason; --status with no agent there, and a
 #       --metrics address in use: exit 1.
@@ -66,14 +66,14 @@ check(USAGE) do |probs|
   taken = TCPServer.new("127.0.0.1", 0)
   {
     [] => [2, "--server URL is required"],
-    %w[--server https://pyro.example] => [2, "relay"],
+    %w[--server https://u:pw@pyro.example] => [2, "a password on the command line"],
     %w[--server http://127.0.0.1:4040 --rate 0] => [2, "--rate '0'"],
     %w[--server http://127.0.0.1:4040 --label nokey] => [2, "KEY=VALUE"],
     %w[--server http://127.0.0.1:4040 extra] => [2, "unexpected argument"],
     %w[--server http://127.0.0.1:4040 --sampler perf] => [2, "bpf or ptrace"],
     %w[--server http://127.0.0.1:4040 --pause] => [2, "--pause is for --sampler ptrace"],
     ["--config", File.join(dir, "none.conf")] => [2, "cannot read the config file"],
-    ["--config", bad_conf] => [2, "line 3: unknown key 'frobnicate'"],
+    ["--config", bad_conf] => [2, "line 3: unknown key"],
     ["--status", "--metrics", "127.0.0.1:#{free}"] => [1, "no agent answers"],
     ["--status"] => [2, "--status needs"],
     ["--server", "http://127.0.0.1:#{free}", "--metrics", "127.0.0.1:#{taken.addr[1]}"] => [1, "cannot listen"],
