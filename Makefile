@@ -20,6 +20,10 @@
 #                   are approximate, --sampler=bpf falls back to ptrace
 #   make NATIVE=0   build without elfutils (libdw/libelf): --native says it is
 #                   not available (the gem does this when libdw-dev is missing)
+#   make ARCH=arm64 rbpeek for arm64 (aarch64) Linux in build-arm64/, cross
+#                   compiled on another machine (aarch64-linux-gnu-gcc and
+#                   Debian's arm64 -dev packages: tools/install-deps.sh --arm64);
+#                   make static ARCH=arm64: build-arm64-static/rbpeek
 #   make clean
 
 VERSION   := 0.1.0
@@ -32,6 +36,34 @@ COMMIT    := $(shell cat COMMIT 2>/dev/null || \
 	  c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
 	  { git diff-index --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; }; } || \
 	echo unknown)
+# ARCH=arm64: build for arm64 Linux into build-arm64/ (build-arm64-static/
+# for make static).  On a machine that is not aarch64 it cross-compiles with
+# Debian's aarch64-linux-gnu- toolchain, against the arm64 libraries that
+# multiarch installs in /usr/lib/aarch64-linux-gnu (pkg-config reads their
+# .pc files there); on an arm64 machine plain `make` builds for arm64 too.
+# The architecture-specific code is src/proc/arch*.{h,c} (see there).
+ARCH      ?=
+ifeq ($(ARCH),arm64)
+ifneq ($(shell uname -m),aarch64)
+CROSS     ?= aarch64-linux-gnu-
+endif
+BUILD     ?= build-arm64
+STATIC_BUILD ?= build-arm64-static
+MULTIARCH := aarch64-linux-gnu
+BPF_ARCH  := arm64
+else ifneq ($(ARCH),)
+$(error ARCH=$(ARCH): rbpeek builds for the machine's own architecture or ARCH=arm64)
+endif
+ifneq ($(CROSS),)
+ifeq ($(origin CC),default)
+CC        := $(CROSS)gcc
+endif
+AR        := $(CROSS)ar
+PKG_CONFIG ?= PKG_CONFIG_LIBDIR=/usr/lib/$(MULTIARCH)/pkgconfig:/usr/share/pkgconfig pkg-config
+# the completions come from the binary's --help: run it under qemu-user
+RUN_TARGET ?= qemu-aarch64-static -L /usr/$(MULTIARCH)
+endif
+PKG_CONFIG ?= pkg-config
 BUILD     ?= build
 CC        ?= cc
 CFLAGS    ?= -O2 -g
@@ -56,7 +88,11 @@ BPF       ?= 1
 BPF_LOADERS := src/proc/framecap.c src/proc/oncpu.c
 CLANG     ?= clang
 BPFTOOL   ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
-BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell $(CLANG) -print-multiarch 2>/dev/null) -Isrc/bpf
+# The target's kernel headers (asm/ptrace.h) and libbpf's register macros
+# (PT_REGS_PARM*) for its architecture.
+MULTIARCH ?= $(shell $(CLANG) -print-multiarch 2>/dev/null)
+BPF_ARCH  ?= $(if $(filter aarch64%,$(MULTIARCH)),arm64,x86)
+BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(MULTIARCH) -Isrc/bpf
 ifneq ($(BPF),0)
 LDLIBS    += -Wl,--as-needed -lbpf -Wl,--no-as-needed
 endif
@@ -88,7 +124,7 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
-STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
+STATIC_LIBS := $(shell $(PKG_CONFIG) --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
 LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
 	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo
 LDLIBS    := $(if $(STATIC_LIBS),$(STATIC_LIBS),$(if $(filter 0,$(BPF)),,-lbpf) -ldw -lelf -lz -llzma -lbz2) -lz
@@ -112,6 +148,12 @@ all: $(BIN) $(if $(filter 1,$(SAN)),,ext $(COMPLETIONS))
 # Without the headers it is skipped with a note (the CLI does not need it).
 RUBY      ?= ruby
 RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
+# Cross-compiled (ARCH=arm64 on x86-64): the same Ruby's headers and
+# libruby for the target, as multiarch installs them (ruby-dev:arm64:
+# /usr/include/aarch64-linux-gnu/ruby-X.Y.0, /usr/lib/aarch64-linux-gnu).
+ifneq ($(CROSS),)
+RUBY_CFG   = $(subst /$(shell gcc -print-multiarch 2>/dev/null)/,/$(MULTIARCH)/,$(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], "/ ", c["libdir"], "/$(MULTIARCH) ", c["LIBRUBYARG_SHARED"]' 2>/dev/null))
+endif
 EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
 # The Ruby-facing part of the extension, compiled against Ruby's headers;
@@ -156,7 +198,7 @@ $(BUILD)/tracer/ext/rbpeek/syscall_names.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(TRACER_LIB): $(TRACER_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(EXT_DIR)/%.rb: lib/%.rb
 	@mkdir -p $(dir $@)
@@ -200,7 +242,7 @@ $(BPF_LOADERS:%.c=$(BUILD)/%.o): CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
@@ -325,7 +367,7 @@ $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)
 
 # Bash and zsh completions, generated from the --help texts of the binary.
 $(COMPLETIONS) &: $(BIN) tools/gen-completions.sh
-	tools/gen-completions.sh $(BIN) $(BUILD)/completions
+	RUN='$(RUN_TARGET)' tools/gen-completions.sh $(BIN) $(BUILD)/completions
 
 completions: $(COMPLETIONS)
 
@@ -391,7 +433,7 @@ dist:
 	@echo "make dist: $(BUILD)/$(DIST).tar.gz"
 
 clean:
-	rm -rf build build-asan $(STATIC_BUILD) $(FUZZ_BUILD)
+	rm -rf build build-asan $(STATIC_BUILD) $(FUZZ_BUILD) build-arm64 build-arm64-static
 
 
 .PHONY: FORCE all ext completions install install-tracer uninstall dist static static-check build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs
