@@ -109,6 +109,10 @@ LDFLAGS   += -fsanitize=address,undefined
 endif
 
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
+# Ruby's layouts are per architecture: src/ruby/tables/layouts.c (x86-64,
+# tools/layout/gen) or layouts_aarch64.c (tools/layout/gen-aarch64).
+TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+LIB_SRC   := $(filter-out src/ruby/tables/layouts$(if $(filter aarch64%,$(TARGET_MACHINE)),,_aarch64).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out $(if $(filter 0,$(BPF)),$(BPF_LOADERS),$(BPF_LOADERS:.c=_none.c)) \
