@@ -56,6 +56,8 @@ int rbp_aarch64_first_load(const uint8_t *code, size_t len, uint64_t vaddr, uint
 #define rbp_arch_first_load rbp_x86_64_first_load
 /* above the highest user-space address (47-bit virtual addresses) */
 #define RBP_ARCH_USER_END 0x800000000000ull
+/* the first byte of the kernel's uprobe breakpoint (int3) */
+#define RBP_ARCH_UPROBE_BYTE 0xcc
 #elif defined(__aarch64__)
 #define RBP_ARCH_NAME "aarch64"
 #define RBP_ARCH_X86_64 0
@@ -63,6 +65,8 @@ int rbp_aarch64_first_load(const uint8_t *code, size_t len, uint64_t vaddr, uint
 #define rbp_arch_first_load rbp_aarch64_first_load
 /* 48-bit virtual addresses (52 with LVA kernels): user space below 2^52 */
 #define RBP_ARCH_USER_END 0x10000000000000ull
+/* the first byte of the kernel's uprobe breakpoint (brk #0x5: d42000a0) */
+#define RBP_ARCH_UPROBE_BYTE 0xa0
 #else
 #error "rbpeek runs on x86-64 and aarch64 Linux only (src/proc/arch.h)"
 #endif
