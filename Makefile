@@ -47,7 +47,11 @@ ifeq ($(ARCH),arm64)
 ifneq ($(shell uname -m),aarch64)
 CROSS     ?= aarch64-linux-gnu-
 endif
-BUILD     ?= build-arm64
+# (a BUILD from the environment -- tests/run exports one -- is another
+# architecture's: only a BUILD given on the command line is used)
+ifneq ($(origin BUILD),command line)
+BUILD     := build-arm64
+endif
 STATIC_BUILD ?= build-arm64-static
 MULTIARCH := aarch64-linux-gnu
 BPF_ARCH  := arm64
