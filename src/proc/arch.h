@@ -12,8 +12,10 @@
  *     __TARGET_ARCH_x86 / __TARGET_ARCH_arm64 (the Makefile sets it)
  *   - native unwinding: libdw's own backends (x86-64 and aarch64 CFI and
  *     initial registers through ptrace)
- *   - Ruby's structure layouts: src/ruby/tables/, checked per architecture
- *     (docs/rubies.md)
+ *   - Ruby's structure layouts: src/ruby/tables/, one table per
+ *     architecture (layouts.c, layouts_aarch64.c; docs/rubies.md)
+ * and, outside src/, the tracer's clock: the TSC on x86-64, clock_gettime
+ * elsewhere (ext/rbpeek/trace.c).
  *
  * The code decoders are pure functions of bytes, and both architectures'
  * are compiled everywhere (tests/unit/test_arch.c checks both on any
