@@ -22,6 +22,10 @@
 #                   not available (the gem does this when libdw-dev is missing)
 #   make GRAPHVIZ=0 build without Graphviz (libgvc): -f callgraph writes DOT
 #                   text (the default when pkg-config finds no libgvc)
+#   make ARCH=arm64 rbpeek for arm64 (aarch64) Linux in build-arm64/, cross
+#                   compiled on another machine (aarch64-linux-gnu-gcc and
+#                   Debian's arm64 -dev packages: tools/install-deps.sh --arm64);
+#                   make static ARCH=arm64: build-arm64-static/rbpeek
 #   make clean
 
 VERSION   := 0.1.0
@@ -34,6 +38,38 @@ COMMIT    := $(shell cat COMMIT 2>/dev/null || \
 	  c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
 	  { git diff-index --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; }; } || \
 	echo unknown)
+# ARCH=arm64: build for arm64 Linux into build-arm64/ (build-arm64-static/
+# for make static).  On a machine that is not aarch64 it cross-compiles with
+# Debian's aarch64-linux-gnu- toolchain, against the arm64 libraries that
+# multiarch installs in /usr/lib/aarch64-linux-gnu (pkg-config reads their
+# .pc files there); on an arm64 machine plain `make` builds for arm64 too.
+# The architecture-specific code is src/proc/arch*.{h,c} (see there).
+ARCH      ?=
+ifeq ($(ARCH),arm64)
+ifneq ($(shell uname -m),aarch64)
+CROSS     ?= aarch64-linux-gnu-
+endif
+# (a BUILD from the environment -- tests/run exports one -- is another
+# architecture's: only a BUILD given on the command line is used)
+ifneq ($(origin BUILD),command line)
+BUILD     := build-arm64
+endif
+STATIC_BUILD ?= build-arm64-static
+MULTIARCH := aarch64-linux-gnu
+BPF_ARCH  := arm64
+else ifneq ($(ARCH),)
+$(error ARCH=$(ARCH): rbpeek builds for the machine's own architecture or ARCH=arm64)
+endif
+ifneq ($(CROSS),)
+ifeq ($(origin CC),default)
+CC        := $(CROSS)gcc
+endif
+AR        := $(CROSS)ar
+PKG_CONFIG ?= PKG_CONFIG_LIBDIR=/usr/lib/$(MULTIARCH)/pkgconfig:/usr/share/pkgconfig pkg-config
+# the completions come from the binary's --help: run it under qemu-user
+RUN_TARGET ?= qemu-aarch64-static -L /usr/$(MULTIARCH)
+endif
+PKG_CONFIG ?= pkg-config
 BUILD     ?= build
 CC        ?= cc
 CFLAGS    ?= -O2 -g
@@ -58,7 +94,11 @@ BPF       ?= 1
 BPF_LOADERS := src/proc/framecap.c src/proc/oncpu.c
 CLANG     ?= clang
 BPFTOOL   ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
-BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell $(CLANG) -print-multiarch 2>/dev/null) -Isrc/bpf
+# The target's kernel headers (asm/ptrace.h) and libbpf's register macros
+# (PT_REGS_PARM*) for its architecture.
+MULTIARCH ?= $(shell $(CLANG) -print-multiarch 2>/dev/null)
+BPF_ARCH  ?= $(if $(filter aarch64%,$(MULTIARCH)),arm64,x86)
+BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(MULTIARCH) -Isrc/bpf
 ifneq ($(BPF),0)
 LDLIBS    += -Wl,--as-needed -lbpf -Wl,--no-as-needed
 endif
@@ -88,13 +128,17 @@ endif
 # Graphviz's library (libgraphviz-dev: libgvc, libcgraph) lays out -f
 # callgraph (src/output/gvrender.c); GRAPHVIZ=0, and the static build, have
 # src/output/gvrender_none.c instead and write the call graph as DOT text.
-GRAPHVIZ  ?= $(if $(filter 1,$(STATIC)),0,$(if $(shell pkg-config --exists libgvc 2>/dev/null && echo y),1,0))
+GRAPHVIZ  ?= $(if $(filter 1,$(STATIC)),0,$(if $(shell $(PKG_CONFIG) --exists libgvc 2>/dev/null && echo y),1,0))
 ifeq ($(GRAPHVIZ),1)
-CPPFLAGS  += $(shell pkg-config --cflags libgvc 2>/dev/null)
-LDLIBS    += -Wl,--as-needed $(or $(shell pkg-config --libs libgvc 2>/dev/null),-lgvc -lcgraph -lcdt) -Wl,--no-as-needed
+CPPFLAGS  += $(shell $(PKG_CONFIG) --cflags libgvc 2>/dev/null)
+LDLIBS    += -Wl,--as-needed $(or $(shell $(PKG_CONFIG) --libs libgvc 2>/dev/null),-lgvc -lcgraph -lcdt) -Wl,--no-as-needed
 endif
 
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/proc/*.c src/ruby/*.c src/ruby/tables/*.c src/profile/*.c src/output/*.c))
+# Ruby's layouts are per architecture: src/ruby/tables/layouts.c (x86-64,
+# tools/layout/gen) or layouts_aarch64.c (tools/layout/gen-aarch64).
+TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+LIB_SRC   := $(filter-out src/ruby/tables/layouts$(if $(filter aarch64%,$(TARGET_MACHINE)),,_aarch64).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/output/gvrender$(if $(filter 1,$(GRAPHVIZ)),_none,).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/native$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
 LIB_SRC   := $(filter-out src/proc/dwarf$(if $(filter 0,$(NATIVE)),,_none).c,$(LIB_SRC))
@@ -112,7 +156,7 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 # any other such function from slipping in unnoticed.
 STATIC_BUILD ?= build-static
 ifeq ($(STATIC),1)
-STATIC_LIBS := $(shell pkg-config --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
+STATIC_LIBS := $(shell $(PKG_CONFIG) --static --libs $(if $(filter 0,$(BPF)),,libbpf) libdw 2>/dev/null)
 LDFLAGS   += -static -Wl,--fatal-warnings -Wl,--wrap=dlopen -Wl,--wrap=initgroups -Wl,--wrap=getpwuid \
 	     -Wl,--wrap=getaddrinfo -Wl,--wrap=freeaddrinfo -Wl,--wrap=gethostbyname
 LDLIBS    := $(if $(filter 0,$(TLS)),,-lssl -lcrypto) \
@@ -137,6 +181,12 @@ all: $(BIN) $(if $(filter 1,$(SAN)),,ext $(COMPLETIONS))
 # Without the headers it is skipped with a note (the CLI does not need it).
 RUBY      ?= ruby
 RUBY_CFG   = $(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], " ", c["libdir"], " ", c["LIBRUBYARG_SHARED"]' 2>/dev/null)
+# Cross-compiled (ARCH=arm64 on x86-64): the same Ruby's headers and
+# libruby for the target, as multiarch installs them (ruby-dev:arm64:
+# /usr/include/aarch64-linux-gnu/ruby-X.Y.0, /usr/lib/aarch64-linux-gnu).
+ifneq ($(CROSS),)
+RUBY_CFG   = $(subst /$(shell gcc -print-multiarch 2>/dev/null)/,/$(MULTIARCH)/,$(shell $(RUBY) -e 'c = RbConfig::CONFIG; print c["rubyhdrdir"], " ", c["rubyarchhdrdir"], "/ ", c["libdir"], "/$(MULTIARCH) ", c["LIBRUBYARG_SHARED"]' 2>/dev/null))
+endif
 EXT_DIR   := $(BUILD)/ext
 EXT_SO    := $(EXT_DIR)/rbpeek/trace_ext.so
 # The Ruby-facing part of the extension, compiled against Ruby's headers;
@@ -182,7 +232,7 @@ $(BUILD)/tracer/ext/rbpeek/syscall_names.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(TRACER_LIB): $(TRACER_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(EXT_DIR)/%.rb: lib/%.rb
 	@mkdir -p $(dir $@)
@@ -226,7 +276,7 @@ $(BPF_LOADERS:%.c=$(BUILD)/%.o): CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 # `sudo rbpeek trace` opens the program's kernel streams itself and serves
 # them to its tracer (ext/rbpeek/ktrace.h, remote handles): the two tracer
@@ -363,7 +413,7 @@ $(BUILD)/bench_pause: bench/bench_pause.c $(LIB)
 
 # Bash and zsh completions, generated from the --help texts of the binary.
 $(COMPLETIONS) &: $(BIN) tools/gen-completions.sh
-	tools/gen-completions.sh $(BIN) $(BUILD)/completions
+	RUN='$(RUN_TARGET)' tools/gen-completions.sh $(BIN) $(BUILD)/completions
 
 completions: $(COMPLETIONS)
 
@@ -429,7 +479,7 @@ dist:
 	@echo "make dist: $(BUILD)/$(DIST).tar.gz"
 
 clean:
-	rm -rf build build-asan $(STATIC_BUILD) $(FUZZ_BUILD)
+	rm -rf build build-asan $(STATIC_BUILD) $(FUZZ_BUILD) build-arm64 build-arm64-static
 
 
 .PHONY: FORCE all ext completions install install-tracer uninstall dist static static-check build-tests deps test asan valgrind example bench clean fuzz fuzz-build fuzz-bins docs

@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "proc/arch.h"
 #include "proc/target.h"
 
 static double cpu_us(void)
@@ -77,8 +77,6 @@ static int cpu_of(pid_t pid)
 static void steps_detach(pid_t pid, long n)
 {
 	double t[5] = { 0 }, w0 = wall_us(), a, b, c, d, e, f;
-	struct user_regs_struct regs;
-
 	for (long i = 0; i < n; i++) {
 		a = cpu_us();
 		ptrace(PTRACE_SEIZE, pid, NULL, NULL);
@@ -88,7 +86,7 @@ static void steps_detach(pid_t pid, long n)
 		if (wait_stop(pid))
 			exit(1);
 		d = cpu_us();
-		ptrace(PTRACE_GETREGS, pid, NULL, &regs);
+		rbp_arch_was_running(pid);   /* the registers read at each stop */
 		e = cpu_us();
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
 		f = cpu_us();

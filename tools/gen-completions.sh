@@ -9,7 +9,8 @@
 # option names its argument (FILE and DIR complete paths, PID process ids,
 # FORMAT/NAME/FMT the formats); the formats are the first words under
 # "formats:", or the a|b list after -f in the usage line.  make builds them
-# with rbpeek; make install installs them.
+# with rbpeek; make install installs them.  RUN, when set, is a command
+# that runs BIN (make ARCH=arm64 on x86-64: qemu-aarch64-static -L ...).
 set -eu
 
 bin=$1 out=$2
@@ -17,7 +18,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$bin" --help >"$tmp/main"
+${RUN:-} "$bin" --help >"$tmp/main"
 awk '/^commands:/ { f = 1; next } f && /^$/ { f = 0 } f && NF { print }' "$tmp/main" >"$tmp/commands"
 [ -s "$tmp/commands" ] || { echo "gen-completions: no commands in '$bin --help'" >&2; exit 1; }
 
@@ -74,7 +75,7 @@ formats() {
 
 cmds=$(awk '{ print $1 }' "$tmp/commands")
 for c in $cmds; do
-	"$bin" "$c" --help >"$tmp/help.$c"
+	${RUN:-} "$bin" "$c" --help >"$tmp/help.$c"
 	options "$tmp/help.$c" >"$tmp/opts.$c"
 	formats "$tmp/help.$c" >"$tmp/fmts.$c"
 done

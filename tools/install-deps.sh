@@ -63,6 +63,23 @@
 #                     before the tests by tools/setup-tests.sh, not inside them
 #   git               make dist (the release tarball the package and gem are
 #                     built from is git archive of the checkout)
+#
+#   tools/install-deps.sh --arm64   also what the arm64 build and its test
+#                     machine need (docs/install.md, "arm64"):
+#   gcc-aarch64-linux-gnu  the cross compiler (make ARCH=arm64)
+#   crossbuild-essential-arm64  dpkg-buildpackage -aarm64 (the arm64 .deb)
+#   libc6-dev:arm64, zlib1g-dev:arm64, libdw-dev:arm64, libelf-dev:arm64,
+#   liblzma-dev:arm64, libbz2-dev:arm64, libzstd-dev:arm64, libbpf-dev:arm64
+#                     the same libraries for arm64 through multiarch (the
+#                     arm64 architecture is added to dpkg first); their .a
+#                     files for make static ARCH=arm64
+#   ruby-dev:arm64    the tracer extension's arm64 Ruby headers and libruby
+#   qemu-system-arm, qemu-efi-aarch64  boot the arm64 test machine
+#                     (tools/arm64-vm; TCG, no KVM for arm64 on x86-64)
+#   qemu-user-static  debootstrap's second stage of its arm64 image
+#   debootstrap       makes that image from Debian's archive
+#   e2fsprogs         mkfs.ext4 -d: the image as a disk, made without root mounts
+#   openssh-client    tools/arm64-vm run reaches the machine over ssh
 set -eu
 
 PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps util-linux coreutils protobuf-compiler ruby-prof ruby-stackprof strace
@@ -70,6 +87,21 @@ PACKAGES="build-essential zlib1g-dev libdw-dev ruby ruby-dev gdb valgrind procps
 	libelf-dev liblzma-dev libbz2-dev libzstd-dev pkg-config libbpf-dev bpftool libgraphviz-dev libssl-dev openssl systemd"
 if [ "${1:-}" = --packaging ]; then
 	PACKAGES="$PACKAGES debhelper dpkg-dev lintian debootstrap man-db zsh git golang-go"
+fi
+if [ "${1:-}" = --arm64 ]; then
+	PACKAGES="$PACKAGES gcc-aarch64-linux-gnu crossbuild-essential-arm64
+		libc6-dev:arm64 zlib1g-dev:arm64 libdw-dev:arm64 libelf-dev:arm64 liblzma-dev:arm64
+		libbz2-dev:arm64 libzstd-dev:arm64 libbpf-dev:arm64 ruby-dev:arm64
+		qemu-system-arm qemu-efi-aarch64 qemu-user-static debootstrap e2fsprogs openssh-client"
+	# Multiarch: dpkg must know the architecture before apt can see its
+	# packages (dpkg-query below then finds them missing, once).
+	if command -v dpkg >/dev/null 2>&1 && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "install-deps: run as root:  dpkg --add-architecture arm64" >&2
+			exit 1
+		fi
+		dpkg --add-architecture arm64
+	fi
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -104,5 +136,5 @@ fi
 echo "install-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 # Wait for a dpkg lock held by another apt run instead of failing.
-apt-get -o DPkg::Lock::Timeout=600 update -q </dev/null
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing </dev/null
+apt-get -o DPkg::Lock::Timeout=900 update -q </dev/null
+apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing </dev/null

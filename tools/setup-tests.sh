@@ -50,6 +50,11 @@ ruby_builds_ready() {
 	[ "$want" -gt 0 ] && [ "$have" -ge "$want" ]
 }
 
+# True when the arm64 test machine's image is made (tools/arm64-vm).
+arm64_image_ready() {
+	[ -f "${RBPEEK_ARM64_CACHE:-$cache/arm64}/bookworm/READY" ]
+}
+
 # True while the background build holds its lock.
 ruby_build_running() {
 	[ -e "$lock" ] && ! flock -n "$lock" true
@@ -63,7 +68,9 @@ start() {
 	fi
 	mkdir -p "$cache" "$debsrc"
 	tools/install-deps.sh --packaging </dev/null || warn "tools/install-deps.sh --packaging failed"
-	if ruby_builds_ready; then
+	# the arm64 cross toolchain and test machine's packages (67-arm64)
+	tools/install-deps.sh --arm64 </dev/null || warn "tools/install-deps.sh --arm64 failed: the arm64 tests skip"
+	if ruby_builds_ready && arm64_image_ready; then
 		say "Rubies from Debian's source: ready ($(tools/build-debian-ruby.sh --list | awk '{ print $1 }' | paste -sd' '))"
 		return 0
 	fi
@@ -86,6 +93,9 @@ start() {
 		s=$(date +%s)
 		timeout "$1" tools/build-debian-ruby.sh </dev/null >"$2" 2>&1
 		rc=$?
+		# the arm64 test machine image (debootstrap --arch arm64, CPU under
+		# qemu-user): after the Ruby build, not beside it, on 2 cores
+		timeout "$1" tools/arm64-vm image </dev/null >>"$2" 2>&1 || echo "arm64-vm image failed" >>"$2"
 		echo "$rc $(( $(date +%s) - s ))" >"$3"
 		[ "$rc" = 0 ] && rm -f "$4" || date -u +%FT%TZ >"$4"' \
 		_ "$build_limit" "$log" "$status_file" "$stamp" </dev/null >/dev/null 2>&1 &

@@ -29,19 +29,22 @@
  * the read-only data, as does the layout; both are set before load, so the
  * verifier sees them as constants and drops the branches not taken.
  * Only UAPI headers: no vmlinux.h, no CO-RE (the program reads user memory
- * and the uprobe's registers, nothing of the kernel's).  x86-64.
+ * and the uprobe's registers, nothing of the kernel's).  x86-64 and aarch64:
+ * libbpf's PT_REGS_PARM1..3 for the __TARGET_ARCH_ the Makefile sets (the
+ * UAPI struct pt_regs on x86-64, struct user_pt_regs on aarch64).
  */
 #include <linux/bpf.h>
 #include <linux/types.h>
 #include <asm/ptrace.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
 #include "framecap_record.h"
 #include "frames.bpf.h"
 
 /* Set by the loader before load (read-only afterwards). */
 const volatile struct fc_layout layout;
-const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0 %rdi, 1 %rsi, 2 %rdx */
+const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0, 1, 2: the first, second, third argument */
 const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
 const volatile __u32 counting;                /* 1: count the hits (see above) */
 const volatile __u32 tgid;                    /* ... of this process (reader's namespace) */
@@ -96,10 +99,10 @@ struct {
  */
 static __always_inline __u64 arg_of(const struct pt_regs *regs, __u32 probe)
 {
-	__u64 rdi = regs->rdi, rsi = regs->rsi, rdx = regs->rdx;
+	__u64 a0 = PT_REGS_PARM1(regs), a1 = PT_REGS_PARM2(regs), a2 = PT_REGS_PARM3(regs);
 
-	asm volatile("" : "+r"(rdi), "+r"(rsi), "+r"(rdx));
-	return arg_reg[probe] == 1 ? rsi : arg_reg[probe] == 2 ? rdx : rdi;
+	asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2));
+	return arg_reg[probe] == 1 ? a1 : arg_reg[probe] == 2 ? a2 : a0;
 }
 
 /* counting: one more hit of arg (the slot of the totals map, then the class) */

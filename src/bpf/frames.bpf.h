@@ -29,8 +29,8 @@
  */
 static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layout *L, __u64 th)
 {
-	__u32 cs = L->cfp_size, cfp_ep = L->cfp_ep;
-	__u32 o_cfp = L->ec_cfp, o_stack = L->ec_vm_stack, o_size = L->ec_vm_stack_size;
+	__u64 cs = L->cfp_size, cfp_ep = L->cfp_ep;
+	__u64 o_cfp = L->ec_cfp, o_stack = L->ec_vm_stack, o_size = L->ec_vm_stack_size;
 	__u64 cfp, stack, end, n;
 
 	if (cs < 8 || cs > FC_MAX_CFP || cfp_ep > cs - 8 || o_cfp > FC_EC_HEAD - 8 ||
@@ -41,6 +41,17 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layo
 	if (!L->ec_embedded && bpf_probe_read_user(&rec->ec, sizeof(rec->ec), (void *)rec->ec))
 		return 0;
 	if (bpf_probe_read_user(rec->ec_head, sizeof(rec->ec_head), (void *)rec->ec))
+		return 0;
+	/*
+	 * The offsets again, in the registers the loads use: clang may keep
+	 * the checked copy and spill another, whose bound a 6.1 verifier
+	 * (Debian 12's kernel) loses on the way through the stack ("R1
+	 * unbounded memory access"; newer kernels track it).
+	 */
+	barrier_var(o_cfp);
+	barrier_var(o_stack);
+	barrier_var(o_size);
+	if (o_cfp > FC_EC_HEAD - 8 || o_stack > FC_EC_HEAD - 8 || o_size > FC_EC_HEAD - 8)
 		return 0;
 	cfp = *(__u64 *)(rec->ec_head + o_cfp);
 	stack = *(__u64 *)(rec->ec_head + o_stack);
@@ -54,16 +65,24 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layo
 	if (n > FC_MAX_FRAMES)
 		n = FC_MAX_FRAMES;
 	rec->n_frames = n;
-	if (bpf_probe_read_user(rec->data, n * cs, (void *)cfp))
+	__u64 size = n * cs;
+	barrier_var(size);   /* bounded where the helper reads it (6.1's verifier) */
+	if (size > (__u64)FC_MAX_FRAMES * FC_MAX_CFP)
+		return 0;
+	if (bpf_probe_read_user(rec->data, size, (void *)cfp))
 		return 0;
 	/*
 	 * each frame's environment words, after the frames; a failed read
 	 * leaves zeros (the helper clears its destination), which the reader
 	 * skips
 	 */
-	__u8 *env = rec->data + n * cs;
+	__u8 *env = rec->data + size;
 	for (__u32 i = 0; i < FC_MAX_FRAMES && i < n; i++) {
-		__u64 ep = *(__u64 *)(rec->data + i * cs + cfp_ep);
+		__u64 at = i * cs + cfp_ep;
+		barrier_var(at);
+		if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
+			break;
+		__u64 ep = *(__u64 *)(rec->data + at);
 		bpf_probe_read_user(env + i * 8 * FC_ENV_WORDS, 8 * FC_ENV_WORDS, (void *)(ep - 16));
 	}
 	return FC_HDR + n * (cs + 8 * FC_ENV_WORDS);

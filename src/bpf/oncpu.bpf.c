@@ -82,7 +82,8 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	struct fc_layout *L;
 	struct fc_record *rec;
 	__u64 *thread;
-	__u32 zero = 0, tid, tgid, size;
+	__u32 zero = 0, tid, tgid;
+	__u64 size;
 
 	if (initial_pidns) {
 		__u64 id = bpf_get_current_pid_tgid();
@@ -115,6 +116,7 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	rec->gvl_owner = 0;
 	if (L->gvl_addr)
 		bpf_probe_read_user(&rec->gvl_owner, sizeof(rec->gvl_owner), (void *)L->gvl_addr);
+	barrier_var(size);         /* checked in the register passed (6.1's verifier) */
 	if (size > sizeof(*rec))   /* cannot be: for the verifier */
 		return 0;
 	if (bpf_ringbuf_output(&samples, rec, size, BPF_RB_NO_WAKEUP))

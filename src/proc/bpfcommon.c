@@ -31,11 +31,23 @@ static int collect(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	struct rbp_bpf_log *m = collect_to;
 
-	if (!m || level == LIBBPF_DEBUG || m->len + 1 >= m->cap)
+	char *text = NULL;
+
+	if (!m || level == LIBBPF_DEBUG || vasprintf(&text, fmt, ap) < 0)
 		return 0;
-	int n = vsnprintf(m->s + m->len, m->cap - m->len, fmt, ap);
-	if (n > 0)
-		m->len = m->len + (size_t)n < m->cap ? m->len + (size_t)n : m->cap - 1;
+	/* keep the tail (a verifier log comes in one piece, its verdict last) */
+	size_t n = strlen(text), keep = m->cap - 1;
+	const char *from = n > keep ? text + (n - keep) : text;
+	n = strlen(from);
+	if (m->len + n > keep) {
+		size_t drop = m->len + n - keep;
+		memmove(m->s, m->s + drop, m->len - drop);
+		m->len -= drop;
+	}
+	memcpy(m->s + m->len, from, n);
+	m->len += n;
+	m->s[m->len] = 0;
+	free(text);
 	return 0;
 }
 

@@ -18,9 +18,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/procfs.h>
 #include <unistd.h>
 
 #include "proc/elf.h"
@@ -33,9 +35,10 @@
 #define NT_PRSTATUS_ 1
 #define NT_PRPSINFO_ 3
 #define NT_FILE_ 0x46494c45
-#define PRSTATUS_PID_OFF 32   /* x86_64 struct elf_prstatus.pr_pid */
-#define PRPSINFO_PID_OFF 24   /* x86_64 struct elf_prpsinfo.pr_pid */
-#define PRPSINFO_FNAME_OFF 40 /* x86_64 struct elf_prpsinfo.pr_fname[16] */
+/* The notes' own layouts, this machine's (x86-64 and aarch64 alike: 32, 24, 40) */
+#define PRSTATUS_PID_OFF offsetof(struct elf_prstatus, pr_pid)
+#define PRPSINFO_PID_OFF offsetof(struct elf_prpsinfo, pr_pid)
+#define PRPSINFO_FNAME_OFF offsetof(struct elf_prpsinfo, pr_fname) /* [16] */
 #define MAX_NOTES_SIZE (64u << 20)
 
 /* A PT_LOAD of the core. */

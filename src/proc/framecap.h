@@ -35,7 +35,7 @@
  * rbp_framecap_open() says why not otherwise, quoting libbpf and the
  * verifier.  A build without eBPF (make BPF=0: framecap_none.c) fails
  * every open with RBP_ENOBPF.
- * x86-64 only (the registers of struct pt_regs).
+ * x86-64 and aarch64 (the argument register: libbpf's PT_REGS_PARM*).
  */
 #ifndef RBP_PROC_FRAMECAP_H
 #define RBP_PROC_FRAMECAP_H

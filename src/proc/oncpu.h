@@ -15,7 +15,7 @@
  * Needs root (CAP_BPF + CAP_PERFMON), a kernel with BPF ring buffers (5.8+)
  * and bpf_get_ns_current_pid_tgid (5.7+); rbp_oncpu_open() says why not
  * otherwise, quoting libbpf and the verifier.  Built without eBPF (make
- * BPF=0: oncpu_none.c) every open fails with RBP_ENOBPF.  x86-64.
+ * BPF=0: oncpu_none.c) every open fails with RBP_ENOBPF.  x86-64 and aarch64.
  */
 #ifndef RBP_PROC_ONCPU_H
 #define RBP_PROC_ONCPU_H

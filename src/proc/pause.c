@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include "proc/arch.h"
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -200,10 +201,10 @@ static int seize_one(struct rbp_pause *p, pid_t tid)
 
 /*
  * Whether a thread that just stopped had been running or was blocked in a
- * system call: interrupted there, its registers hold the call's number in
- * orig_rax and one of the kernel's "restart" codes (or -EINTR) in rax; a
- * thread stopped in user code has orig_rax == -1.  Reading this at the stop
- * is exact, unlike /proc's state, which our own pauses perturb (a sleeping
+ * system call, from its registers (how, per architecture: arch_*.c; on
+ * x86-64 an interrupted call leaves its number in orig_rax and one of the
+ * kernel's "restart" codes (or -EINTR) in rax; a thread stopped in user
+ * code has orig_rax == -1).  Reading this at the stop is exact, unlike /proc's state, which our own pauses perturb (a sleeping
  * thread we detach is briefly runnable while it re-enters its call).
  *
  * That re-entry is the one case the codes alone get wrong: a blocked
@@ -220,27 +221,7 @@ static int seize_one(struct rbp_pause *p, pid_t tid)
  */
 static int was_running(pid_t tid)
 {
-#if defined(__x86_64__)
-	struct user_regs_struct regs;
-
-	if (ptrace(PTRACE_GETREGS, tid, NULL, &regs))
-		return -1;
-	long long rax = (long long)regs.rax, orig = (long long)regs.orig_rax;
-	if (rax >= 0 && rax < 512 && (orig < 0 || rax == orig)) {   /* restarting its call? */
-		errno = 0;
-		long word = ptrace(PTRACE_PEEKTEXT, tid, (void *)regs.rip, NULL);
-		if (!errno && (word & 0xffff) == 0x050f)   /* 0f 05: syscall */
-			return 0;
-	}
-	if (orig < 0)
-		return 1;
-	return !(rax == -4 /* EINTR */ || rax == -512 /* ERESTARTSYS */ ||
-		 rax == -513 /* ERESTARTNOINTR */ || rax == -514 /* ERESTARTNOHAND */ ||
-		 rax == -516 /* ERESTART_RESTARTBLOCK */);
-#else
-	(void)tid;
-	return -1;
-#endif
+	return rbp_arch_was_running(tid);   /* the registers: arch_*.c */
 }
 
 /* Poll one running thread; drops it from p when it has exited. */

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/arch.h"
 #include "proc/perfring.h"
 #include "proc/target.h"
 #include "util/err.h"
@@ -35,10 +36,6 @@
 #define MIN_RING_PAGES 8 /* ... halved down to this while the mlock limit refuses */
 #define UPROBE_TYPE_FILE "/sys/bus/event_source/devices/uprobe/type"
 
-/* x86-64 perf register numbers (arch/x86/include/uapi/asm/perf_regs.h) */
-#define REG_DX 3
-#define REG_SI 4
-#define REG_DI 5
 
 struct uthread {
 	pid_t tid;
@@ -95,7 +92,7 @@ static int open_event(struct rbp_uprobes *u, size_t probe, pid_t tid)
 	a.sample_period = u->period;
 	a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 			PERF_SAMPLE_REGS_USER;
-	a.sample_regs_user = 1ull << REG_DX | 1ull << REG_SI | 1ull << REG_DI;
+	a.sample_regs_user = rbp_arch_perf_arg_regs();   /* the first three arguments */
 	a.wakeup_events = 0;   /* wake the reader only when the ring is half full */
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
@@ -283,11 +280,8 @@ static int decode_sample(const struct rbp_uprobes *u, const struct uthread *t,
 	s->time_ns = w[2];
 	if (s->probe == UINT32_MAX)
 		return -1;
-	if (w[3] != PERF_SAMPLE_REGS_ABI_NONE && nw >= 7) {
-		s->args[2] = w[4];   /* registers come in bit order: dx, si, di */
-		s->args[1] = w[5];
-		s->args[0] = w[6];
-	}
+	if (w[3] != PERF_SAMPLE_REGS_ABI_NONE && nw >= 7)
+		rbp_arch_perf_args(w + 4, 3, s->args);   /* in bit order */
 	return 0;
 }
 

@@ -28,7 +28,8 @@
  *
  * Needs root, or CAP_PERFMON (kernel >= 5.8) / CAP_SYS_ADMIN, to open
  * uprobe events at all: RBP_EPERM otherwise.  RBP_ENOUPROBE when the
- * kernel has no uprobe PMU.  x86-64 only (the argument registers).
+ * kernel has no uprobe PMU.  x86-64 and aarch64 (the argument registers:
+ * arch.h).
  */
 #ifndef RBP_PROC_UPROBE_H
 #define RBP_PROC_UPROBE_H
@@ -47,7 +48,7 @@ struct rbp_uprobe_sample {
 	uint32_t probe;     /* index into the specs given to rbp_uprobes_open() */
 	pid_t tid;          /* thread that hit the probe */
 	uint64_t time_ns;   /* CLOCK_MONOTONIC at the hit */
-	uint64_t args[3];   /* rdi, rsi, rdx at the hit (first three integer arguments) */
+	uint64_t args[3];   /* the first three integer arguments at the hit (x86-64: rdi, rsi, rdx; aarch64: x0-x2) */
 };
 
 struct rbp_uprobe_stats {

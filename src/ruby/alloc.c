@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ruby/internal.h"
+#include "proc/arch.h"
 
 struct entry {
 	const char *name;
@@ -189,12 +190,16 @@ size_t rbp_alloc_probe_point(const uint8_t *code, size_t len, uint8_t *klass_arg
 	return 0;
 }
 
-/* rbp_alloc_probe_point() for a function at file offset off of e. */
+/*
+ * rbp_alloc_probe_point() for a function at file offset off of e.  The
+ * decoder above is x86-64's; elsewhere (aarch64, whose kernel simulates
+ * few instructions either) the probe stays on the first instruction.
+ */
 static uint64_t cheap_probe_point(struct rbp_elf *e, uint64_t off, uint8_t *klass_arg)
 {
 	uint8_t c[96];
 
-	if (rbp_elf_pread(e, off, c, sizeof(c)))
+	if (!RBP_ARCH_X86_64 || rbp_elf_pread(e, off, c, sizeof(c)))
 		return off;
 	return off + rbp_alloc_probe_point(c, sizeof(c), klass_arg);
 }

@@ -6,16 +6,17 @@
  *
  * Methods, in order of preference:
  *   VM:      the exported symbol ruby_current_vm_ptr (2.5+) or
- *            ruby_current_vm (older); else the RIP-relative load at the
+ *            ruby_current_vm (older); else the PC-relative load at the
  *            start of the exported ruby_vm_at_exit() (Debian's 3.3 and
  *            3.4 export no VM symbol and strip .symtab); else a scan of
  *            Ruby's writable segments for a word that validates as the VM.
  *   symbols: the symbol ruby_global_symbols / global_symbols when .symtab is
- *            present; else the RIP-relative load that the tiny exported
+ *            present; else the PC-relative load that the tiny exported
  *            function rb_sym_immortal_count() makes of global_symbols'
  *            first field (no Debian build exports the table itself).
  */
 #include "ruby/internal.h"
+#include "proc/arch.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -318,35 +319,26 @@ static int try_vm_slot(struct rbp_vm *vm, uint64_t slot, const char *method)
 }
 
 /*
- * The "mov disp32(%rip),%reg" loads (REX.W 8b, ModRM mod=00 rm=101) among
- * the n bytes of code at vaddr, tried in order as the VM's slot; *first_slot
- * gets the first one's slot when it has none yet.  calls[] gets the targets
- * of what may be "call rel32" instructions (an e8 byte: without decoding
- * every instruction, some are parts of others) before any such load, at
- * most RV_CALLS, *n_calls how many.
+ * The position-independent loads (arch.h: "mov disp32(%rip),%reg" on
+ * x86-64, adrp + ldr on aarch64) among the n bytes of code at vaddr, tried
+ * in order as the VM's slot; *first_slot gets the first one's slot when it
+ * has none yet.  calls[] gets the targets of the calls before the first
+ * load (rbp_arch_calls_before_load), at most RV_CALLS, *n_calls how many.
  */
 #define RV_CALLS 4
 static int vm_from_loads(struct rbp_vm *vm, uint64_t vaddr, size_t n, const char *method,
 			 uint64_t *first_slot, uint64_t *calls, size_t *n_calls)
 {
+	uint64_t slots[16];
 	uint8_t code[96];
-	int32_t disp;
-	int loads = 0;
 
 	*n_calls = 0;
 	if (n > sizeof(code) || rbp_elf_read_vaddr(vm->elf, vaddr, code, n))
 		return RBP_ENOVM;
-	for (size_t i = 0; i + 7 <= n; i++) {
-		if (code[i] == 0xe8 && !loads && *n_calls < RV_CALLS) {
-			memcpy(&disp, code + i + 1, 4);
-			calls[(*n_calls)++] = vaddr + i + 5 + (uint64_t)(int64_t)disp;
-		}
-		if ((code[i] != 0x48 && code[i] != 0x4c) || code[i + 1] != 0x8b ||
-		    (code[i + 2] & 0xc7) != 0x05)
-			continue;
-		memcpy(&disp, code + i + 3, 4);
-		uint64_t slot = vaddr + i + 7 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
-		loads++;
+	*n_calls = rbp_arch_calls_before_load(code, n, vaddr, calls, RV_CALLS);
+	size_t k = rbp_arch_pcrel_loads(code, n, vaddr, slots, 16);
+	for (size_t i = 0; i < k; i++) {
+		uint64_t slot = slots[i] + vm->info.ruby_bias;
 		if (!*first_slot)
 			*first_slot = slot;
 		if (!try_vm_slot(vm, slot, method))
@@ -400,7 +392,7 @@ static int vm_from_scan(struct rbp_vm *vm)
 				uint64_t v = words[w];
 				/* the VM is on the heap, or (4.1) in Ruby's own
 				 * writable segments; never in its code or constants */
-				if (v < 0x10000 || v >= 0x800000000000ull || (v & 7) ||
+				if (v < 0x10000 || v >= RBP_ARCH_USER_END || (v & 7) ||
 				    (in_ruby_file(vm, v) && !in_ruby_writable(vm, v)))
 					continue;
 				if (!validate_vm(vm, v)) {
@@ -474,31 +466,19 @@ static int validate_symbols(struct rbp_vm *vm, uint64_t addr)
 }
 
 /*
- * Decode "mov disp32(%rip),%eax" (8b 05) or its 64-bit form (48 8b 05),
- * optionally after endbr64 and an unoptimised build's frame set-up, at the
- * start of a function: the address loaded.
+ * The address a function loads from with its first instruction(s): "mov
+ * disp32(%rip),%eax" on x86-64, adrp + ldr on aarch64 (arch.h).
  */
-static int decode_rip_load(struct rbp_vm *vm, const char *func, uint64_t *target)
+static int decode_first_load(struct rbp_vm *vm, const char *func, uint64_t *target)
 {
 	uint64_t vaddr;
 	uint8_t code[16];
-	size_t i = 0;
-	int32_t disp;
 
 	if (rbp_elf_symbol(vm->elf, func, &vaddr, NULL) ||
-	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)))
+	    rbp_elf_read_vaddr(vm->elf, vaddr, code, sizeof(code)) ||
+	    rbp_arch_first_load(code, sizeof(code), vaddr, target))
 		return RBP_ENOSYM;
-	if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
-		i = 4;
-	/* -O0: "push %rbp; mov %rsp,%rbp" first */
-	if (code[i] == 0x55 && code[i + 1] == 0x48 && code[i + 2] == 0x89 && code[i + 3] == 0xe5)
-		i += 4;
-	if (code[i] == 0x48)
-		i++;
-	if (code[i] != 0x8b || code[i + 1] != 0x05)
-		return RBP_ENOSYM;
-	memcpy(&disp, code + i + 2, 4);
-	*target = vaddr + i + 6 + (uint64_t)(int64_t)disp + vm->info.ruby_bias;
+	*target += vm->info.ruby_bias;
 	return RBP_OK;
 }
 
@@ -513,7 +493,7 @@ static int find_symbols(struct rbp_vm *vm)
 			goto found;
 		}
 	}
-	if (!decode_rip_load(vm, "rb_sym_immortal_count", &addr)) {
+	if (!decode_first_load(vm, "rb_sym_immortal_count", &addr)) {
 		addr -= (uint64_t)vm->L->symbols.last_id;
 		if (!validate_symbols(vm, addr)) {
 			vm->info.symbols_method = "decoded rb_sym_immortal_count";

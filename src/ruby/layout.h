@@ -13,8 +13,12 @@
  * The numbers are grouped by the C struct they describe (l->cfp.iseq is
  * offsetof(rb_control_frame_t, iseq)).  Conventions: an offset of -1 means
  * "this version has no such field"; all offsets are in bytes from the start
- * of the named C struct.  Everything is for x86_64 Linux (LP64, little
- * endian).
+ * of the named C struct.  Everything is for the architecture rbpeek is
+ * built for (LP64, little endian): src/ruby/tables/layouts.c holds
+ * x86_64 Linux's (tools/layout/gen), layouts_aarch64.c aarch64 Linux's
+ * (tools/layout/gen-aarch64), and the Makefile compiles the one of the
+ * target; they differ where glibc's types do (pthread_mutex_t is 40 bytes
+ * on x86_64, 48 on aarch64) and in everything after them.
  *
  * What differs in *shape* between versions (where the thread list or a
  * thread's OS id lives, an inline or pointed-to classext, ...) is decided

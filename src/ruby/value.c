@@ -10,11 +10,12 @@
  * reused by another class could get a stale name, which we accept.
  */
 #include "ruby/internal.h"
+#include "proc/arch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#define USER_SPACE_END 0x0000800000000000ull
+#define USER_SPACE_END RBP_ARCH_USER_END   /* this machine's (proc/arch.h) */
 
 int rv_read(struct rbp_vm *vm, uint64_t addr, void *buf, size_t len)
 {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "proc/arch.h"
 #include "self_probe.h"
 #include "proc/maps.h"
 #include "proc/uprobe.h"
@@ -116,7 +117,7 @@ static void run(uint64_t period, const struct rbp_uprobe_spec *spec, uint64_t ad
 	sn.pid = pid;
 	CHECK_EQ_INT(rbp_uprobes_open(pid, spec, 1, period, &u), RBP_OK);
 	if (u) {
-		CHECK_EQ_INT(mem_byte(pid, addr), 0xcc);   /* the breakpoint is in place */
+		CHECK_EQ_INT(mem_byte(pid, addr), RBP_ARCH_UPROBE_BYTE);   /* the breakpoint is in place */
 		CHECK(write(go_fd[1], "g", 1) == 1);
 		collect(u, &sn, CALLS / (long)period, 0);
 		CHECK_EQ_INT(sn.n, CALLS / (long)period);
