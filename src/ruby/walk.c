@@ -93,7 +93,8 @@ static int me_read(struct rbp_vm *vm, uint64_t me, struct me_info *out)
 		     L->shape.cfunc == RBP_CFUNC_IN_DEF_BODY &&
 		     L->method_def.body_iseq_ptr + 8 <= (int)sizeof(def) ?
 		     rv_u64(def, L->method_def.body_iseq_ptr) : 0;
-	out->iseqptr = out->def_type == L->method_type.iseq && L->method_def.body_iseq_ptr >= 0 &&
+	/* the definition's body is known (cfunc shape: its first word, iseqptr) */
+	out->iseqptr = out->def_type == L->method_type.iseq && L->shape.cfunc == RBP_CFUNC_IN_DEF_BODY &&
 		       L->method_def.body_iseq_ptr + 8 <= (int)sizeof(def) ?
 		       rv_u64(def, L->method_def.body_iseq_ptr) : 0;
 	return RBP_OK;
@@ -165,7 +166,7 @@ static int me_fits(struct rbp_vm *vm, uint64_t iseq, const struct rv_iseq *info,
 
 	if (info->type == L->iseq_type.method)
 		return mi->def_type == L->method_type.iseq &&
-		       (L->method_def.body_iseq_ptr < 0 || mi->iseqptr == iseq);
+		       (L->shape.cfunc != RBP_CFUNC_IN_DEF_BODY || mi->iseqptr == iseq);
 	if (rv_id_name(vm, mi->original_id, &name))
 		return 1;
 	return !strcmp(name, info->base_label);
