@@ -69,7 +69,8 @@
 #   gcc-aarch64-linux-gnu  the cross compiler (make ARCH=arm64)
 #   crossbuild-essential-arm64  dpkg-buildpackage -aarm64 (the arm64 .deb)
 #   libc6-dev:arm64, zlib1g-dev:arm64, libdw-dev:arm64, libelf-dev:arm64,
-#   liblzma-dev:arm64, libbz2-dev:arm64, libzstd-dev:arm64, libbpf-dev:arm64
+#   liblzma-dev:arm64, libbz2-dev:arm64, libzstd-dev:arm64, libbpf-dev:arm64,
+#   libssl-dev:arm64
 #                     the same libraries for arm64 through multiarch (the
 #                     arm64 architecture is added to dpkg first); their .a
 #                     files for make static ARCH=arm64
@@ -91,7 +92,7 @@ fi
 if [ "${1:-}" = --arm64 ]; then
 	PACKAGES="$PACKAGES gcc-aarch64-linux-gnu crossbuild-essential-arm64
 		libc6-dev:arm64 zlib1g-dev:arm64 libdw-dev:arm64 libelf-dev:arm64 liblzma-dev:arm64
-		libbz2-dev:arm64 libzstd-dev:arm64 libbpf-dev:arm64 ruby-dev:arm64
+		libbz2-dev:arm64 libzstd-dev:arm64 libbpf-dev:arm64 libssl-dev:arm64 ruby-dev:arm64
 		qemu-system-arm qemu-efi-aarch64 qemu-user-static debootstrap e2fsprogs openssh-client"
 	# Multiarch: dpkg must know the architecture before apt can see its
 	# packages (dpkg-query below then finds them missing, once).

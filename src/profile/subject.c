@@ -91,10 +91,18 @@ static int younger_than(int pid, uint64_t ns)
  * be an exec away from Ruby, or the loader may not have mapped libruby
  * yet; a program that is not Ruby is said so after that, without more).
  */
-static int not_ready(int err, int pid)
+/*
+ * A VM that Ruby is still setting up can also read as half made (its main
+ * Ractor's thread count not sane yet): after a "not ready", or in a process
+ * younger than the bound, a layout that does not fit yet is waited on too
+ * (a wrong one is still refused, at the bound).
+ */
+static int not_ready(int err, int pid, int seen_not_ready)
 {
 	return err == RBP_ENOTREADY ||
-	       (err == RBP_ENOTRUBY && younger_than(pid, RBP_SUBJECT_NOT_RUBY_NS));
+	       (err == RBP_ENOTRUBY && younger_than(pid, RBP_SUBJECT_NOT_RUBY_NS)) ||
+	       ((err == RBP_ELAYOUT || err == RBP_ECORRUPT) &&
+		(seen_not_ready || younger_than(pid, RBP_SUBJECT_READY_NS)));
 }
 
 int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *vo, uint64_t bound_ns,
@@ -102,9 +110,9 @@ int rbp_subject_wait_ready(struct rbp_subject *s, int pid, struct rbp_vm_opts *v
 {
 	struct timespec pause = { 0, 2 * 1000 * 1000 };
 	uint64_t since = mono_ns();
-	int err = rbp_subject_open(s, pid, NULL, NULL, vo), said = 0;
+	int err = rbp_subject_open(s, pid, NULL, NULL, vo), said = 0, seen = 0;
 
-	while (not_ready(err, pid) && mono_ns() - since < bound_ns &&
+	while (not_ready(err, pid, seen |= (err == RBP_ENOTREADY)) && mono_ns() - since < bound_ns &&
 	       !(should_stop && should_stop(ctx))) {
 		if (err == RBP_ENOTREADY && !said++ && waiting)
 			waiting(ctx);
