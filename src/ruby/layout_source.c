@@ -222,14 +222,17 @@ static int dwarf_layout(struct rbp_vm *vm, const struct rbp_layout *consts)
 		memcpy(vm->layout_from_table, rep.from_table_map, sizeof(vm->layout_from_table));
 		char feats[400];
 		features_str(rep.unavailable, rep.feat_missing, feats, sizeof(feats));
+		/* a note cut short is still a note: the length is not needed */
+		int len;
 		if (rep.n_from_table)
-			snprintf(vm->layout_note, sizeof(vm->layout_note),
-				 "%zu constants not in the DWARF, from the %s table: %s%s%s",
-				 rep.n_from_table, consts->version, rep.from_table,
-				 *feats ? "; unavailable: " : "", feats);
+			len = snprintf(vm->layout_note, sizeof(vm->layout_note),
+				       "%zu constants not in the DWARF, from the %.16s table: %.250s%s%.250s",
+				       rep.n_from_table, consts->version, rep.from_table,
+				       *feats ? "; unavailable: " : "", feats);
 		else
-			snprintf(vm->layout_note, sizeof(vm->layout_note), "%s%s",
-				 *feats ? "unavailable: " : "", feats);
+			len = snprintf(vm->layout_note, sizeof(vm->layout_note), "%s%.300s",
+				       *feats ? "unavailable: " : "", feats);
+		(void)len;
 		break;
 	}
 	if (tried)
