@@ -80,6 +80,16 @@ int rbp_callgraph_renders(void)
 	return 1;
 }
 
+/*
+ * One Graphviz context for the process, made on first use and kept: the
+ * library's own exception to "no globals".  Graphviz 2.42's pango plugin
+ * keeps the last font name it measured across contexts, so laying out a
+ * second graph with a fresh context read freed memory (AddressSanitizer in
+ * fuzz_raw and test_formats, which render many graphs in one process).
+ * Not thread-safe; the CLI renders from one thread.
+ */
+static GVC_t *the_gvc;
+
 int rbp_callgraph_render(const char *dot, FILE *out)
 {
 	GVC_t *gvc;
@@ -90,12 +100,11 @@ int rbp_callgraph_render(const char *dot, FILE *out)
 	int err = RBP_EIO;
 
 	agseterr(AGMAX);   /* the library prints nothing: errors come back as values */
-	if (!(gvc = gvContext()))
+	if (!the_gvc && !(the_gvc = gvContext()))
 		return RBP_ENOMEM;
-	if (!(g = agmemread(dot))) {
-		gvFreeContext(gvc);
+	gvc = the_gvc;
+	if (!(g = agmemread(dot)))
 		return RBP_EINVAL;
-	}
 	if (gvLayout(gvc, g, "dot") == 0) {
 		if (gvRenderData(gvc, g, "svg", &svg, &ulen) == 0 && svg) {
 			len = ulen;
@@ -113,6 +122,5 @@ int rbp_callgraph_render(const char *dot, FILE *out)
 		gvFreeLayout(gvc, g);
 	}
 	agclose(g);
-	gvFreeContext(gvc);
 	return err;
 }
