@@ -179,7 +179,9 @@ int cmd_inspect(int argc, char **argv)
 		printf("ruby version:    %s\n", vo.found_version);
 	if (err) {
 		print_explain(&explain, NULL);
-		return cli_fail(err, &subj);
+		int rc = cli_fail(err, &subj);
+		rbp_subject_close(&sub);
+		return rc;
 	}
 	const struct rbp_vm_info *in = rbp_vm_info(sub.vm);
 	if (!strcmp(in->layout_source, "dwarf"))

@@ -373,6 +373,7 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 		     cli_fail(err, &subj);
 		if (o.cmd)   /* the program was started to be recorded: it ends with us */
 			cli_child_kill();
+		rbp_subject_close(&s);   /* what was opened of the target before the error */
 		return rc;
 	}
 	if (o.t.pid && (rc = cli_check_outputs(o.output, o.raw)))
