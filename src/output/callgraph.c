@@ -65,12 +65,11 @@ struct cg {
 #define CG_EDGES_PER_NODE 4
 #define CG_EDGES_MIN 64
 
-static const struct rbp_row *cg_sort_rows;
-
-static int cg_cmp_kept(const void *a, const void *b)
+/* qsort_r: the rows come as the argument, so no file-scope state is needed */
+static int cg_cmp_kept(const void *a, const void *b, void *rows)
 {
-	const struct rbp_row *x = &cg_sort_rows[*(const uint32_t *)a];
-	const struct rbp_row *y = &cg_sort_rows[*(const uint32_t *)b];
+	const struct rbp_row *x = &((const struct rbp_row *)rows)[*(const uint32_t *)a];
+	const struct rbp_row *y = &((const struct rbp_row *)rows)[*(const uint32_t *)b];
 	int c;
 
 	if (x->total != y->total)
@@ -111,8 +110,7 @@ static int cg_nodes(struct cg *g, uint64_t *count)
 		if ((double)g->rows[i].total >= g->node_fraction * (double)g->n)
 			g->kept[g->n_kept++] = (uint32_t)i;
 	}
-	cg_sort_rows = g->rows;
-	qsort(g->kept, g->n_kept, sizeof(*g->kept), cg_cmp_kept);
+	qsort_r(g->kept, g->n_kept, sizeof(*g->kept), cg_cmp_kept, g->rows);
 	if (g->n_kept > g->node_count)
 		g->n_kept = g->node_count;
 	for (size_t k = 0; k < g->n_kept; k++)
