@@ -45,17 +45,18 @@
 #       with the reason; --status with no agent there, and a
 #       --metrics address in use: exit 1.
 require_relative "lib/chroot"
+require_relative "lib/agent"
 require "socket"
 require "tmpdir"
 require "uri"
 include E2E
+include AgentE2E
 
 PROCS = "agent/standin-pyroscope/processes"
 PROCS_PTRACE = "agent/standin-pyroscope/processes-ptrace"
 FALLBACK_T = "agent/bpf-fallback"
 OUTAGE = "agent/standin-pyroscope/server-down-slow-500"
 USAGE = "agent/usage-errors"
-RECEIVER = File.join(__dir__, "fixtures", "ingest_receiver.rb")
 exit 0 if skip_without_rbpeek([PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE, USAGE])
 
 check(USAGE) do |probs|
@@ -108,72 +109,11 @@ at_exit { FileUtils.rm_rf(WORK) }
 GOHOME = File.join(WORK, "gohome")
 FileUtils.mkdir_p(GOHOME)
 MARK = "RBPEEK_AGENT_TEST_#{$$}"
-T_LIMIT = 90 # seconds any single wait may take on a loaded machine
 
-def now
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def wait_for(what, limit = T_LIMIT)
-  t0 = now
-  until (v = yield)
-    raise "timed out after #{limit} s waiting for #{what}" if now - t0 > limit
-
-    sleep 0.2
-  end
-  v
-end
-
-# A receiver writing into dir; returns [pid, port].
-def start_receiver(dir, port = nil)
-  FileUtils.mkdir_p(dir)
-  FileUtils.rm_f(File.join(dir, "port"))
-  pid = Process.spawn(RUBY, RECEIVER, dir, *(port ? [port.to_s] : []),
-                      out: File.join(dir, "receiver.out"), err: File.join(dir, "receiver.err"))
-  register_pid(pid)
-  p = wait_for("the receiver to listen") { File.exist?(File.join(dir, "port")) && File.read(File.join(dir, "port")).to_i }
-  [pid, p]
-end
-
-# The agent in the background, stderr to a file; returns [pid, metrics port].
+# The shared helpers (lib/agent.rb: receiver, agent, metrics, payloads);
+# every agent here is told to watch only this test's processes.
 def start_agent(args, err)
-  pid = Process.spawn(RBPEEK, "agent", "--require-env", MARK, "--metrics", "127.0.0.1:0", *args.map(&:to_s),
-                      out: File::NULL, err: err)
-  register_pid(pid)
-  port = wait_for("the agent's metrics address") { File.read(err)[%r{metrics at http://127\.0\.0\.1:(\d+)/}, 1]&.to_i }
-  [pid, port]
-end
-
-def metrics(port)
-  s = TCPSocket.new("127.0.0.1", port)
-  s.write("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-  body = s.read.split("\r\n\r\n", 2)[1].to_s
-  s.close
-  body.lines.grep_v(/^#/).to_h { |l| k, v = l.split; [k.sub("rbpeek_agent_", ""), v.to_f] }
-end
-
-# Stop the agent with SIGINT; its exit status.
-def stop_agent(pid)
-  Process.kill("INT", pid)
-  t0 = now
-  loop do
-    _, st = Process.waitpid2(pid, Process::WNOHANG)
-    return st if st
-    raise "the agent did not stop within 60 s of SIGINT" if now - t0 > 60
-
-    sleep 0.1
-  end
-end
-
-# Payloads the receiver stored: [{params:, file:}]
-def payloads(dir)
-  Dir.glob(File.join(dir, "*.pb")).sort.map do |pb|
-    meta = JSON.parse(File.read(pb.sub(/\.pb\z/, ".json")))
-    name = meta["params"]["name"]
-    service, labels = name.match(/\A([^{]*)\{(.*)\}\z/)&.captures
-    { file: pb, params: meta["params"], service: service,
-      labels: labels.to_s.split(",").to_h { |kv| kv.split("=", 2) } }
-  end
+  AgentE2E.start_agent(["--require-env", MARK, *args], err)
 end
 
 def pprof_top(files)
