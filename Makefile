@@ -197,7 +197,7 @@ EXT_SRC   := ext/rbpeek/trace.c ext/rbpeek/trace_save.c ext/rbpeek/trace_ext.c
 # its unit tests and bench_ktrace link it too; the CLI links ktrace.o and
 # tracepoints.o (CLI_KTRACE).
 TRACER_SRC := $(filter-out $(EXT_SRC),$(sort $(wildcard ext/rbpeek/*.c))) \
-              src/util/hmap.c src/util/json.c src/util/utf8.c src/util/vec.c
+              src/util/hmap.c src/util/json.c src/util/safeout.c src/util/utf8.c src/util/vec.c
 TRACER_OBJ := $(TRACER_SRC:%.c=$(BUILD)/tracer/%.o)
 TRACER_LIB := $(BUILD)/libtracer.a
 EXT_LIB   := $(patsubst lib/%,$(EXT_DIR)/%,$(wildcard lib/rbpeek/*.rb lib/rbpeek/*/*.rb))

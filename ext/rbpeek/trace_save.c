@@ -8,7 +8,7 @@
  * (trace.h) hold still while they are copied; once the records are copied
  * it calls Ruby (names, labels), and no longer walks the rings.
  *
- * The file is written the way rbpeek writes every output (src/cli/write.c):
+ * The file is written the way rbpeek writes every output (src/util/safeout.h):
  * the process may be root's (`rbpeek trace` from a root shell) and the path
  * in a directory another user can write, who may plant a symlink there at
  * any moment.  So a new file is a temporary beside the destination, created
@@ -37,6 +37,7 @@
 #include "trace_save.h"
 #include "trace_write.h"
 #include "util/err.h"
+#include "util/safeout.h"
 
 /* State of one save, freed by save_cleanup whatever happens. */
 struct save {
@@ -251,47 +252,6 @@ static int make_labels(struct save *s)
 	return 0;
 }
 
-/* This process's umask, from /proc (umask() cannot read it without
- * changing it, which other threads would see); 022 when unknown. */
-static mode_t current_umask(void)
-{
-	char line[128];
-	unsigned mask = 022;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Umask: %o", &mask) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (mode_t)(mask & 0777);
-}
-
-/*
- * Open an existing non-regular file (a device, a FIFO) for writing in
- * place: no O_CREAT, no O_TRUNC, through a symlink only when it is ours or
- * root's.  The fd, or -1 with errno (ELOOP: someone else's symlink; EEXIST:
- * it became a regular file meanwhile).
- */
-static int open_in_place(const char *path)
-{
-	struct stat st;
-	int fd;
-
-	if (!lstat(path, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != geteuid()) {
-		errno = ELOOP;
-		return -1;
-	}
-	if ((fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0)
-		return -1;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = EEXIST;
-		return -1;
-	}
-	return fd;
-}
-
 /*
  * The stream to write path through: in place for an existing device or
  * FIFO, else a new temporary file beside it ("path.tmpXXXXXX", or
@@ -300,9 +260,8 @@ static int open_in_place(const char *path)
  */
 static FILE *open_output(struct save *s, const char *path)
 {
-	const char *slash = strrchr(path, '/');
 	struct stat st;
-	int fd, len;
+	int fd;
 	FILE *f;
 
 	s->tmp[0] = 0;
@@ -311,30 +270,10 @@ static FILE *open_output(struct save *s, const char *path)
 			errno = EISDIR;
 			return NULL;
 		}
-		if ((fd = open_in_place(path)) < 0)
+		if ((fd = rbp_open_in_place(path)) < 0)
 			return NULL;
-	} else {
-		if (strlen(slash ? slash + 1 : path) + 10 <= NAME_MAX)
-			len = snprintf(s->tmp, sizeof(s->tmp), "%s.tmpXXXXXX", path);
-		else
-			len = snprintf(s->tmp, sizeof(s->tmp), "%.*s.rbpeek.tmpXXXXXX",
-				       slash ? (int)(slash - path + 1) : 0, path);
-		if (len < 0 || (size_t)len >= sizeof(s->tmp)) {
-			s->tmp[0] = 0;
-			errno = ENAMETOOLONG;
-			return NULL;
-		}
-		/* O_CREAT|O_EXCL (mkostemp's): a planted name or symlink is never opened */
-		if ((fd = mkostemp(s->tmp, O_CLOEXEC | O_NOFOLLOW)) < 0) {
-			s->tmp[0] = 0;
-			return NULL;
-		}
-		if (fchmod(fd, 0666 & ~current_umask())) {
-			int e = errno;
-			close(fd);
-			errno = e;
-			return NULL;   /* save_cleanup removes s->tmp */
-		}
+	} else if ((fd = rbp_create_temp(path, s->tmp, sizeof(s->tmp))) < 0) {
+		return NULL;
 	}
 	if (!(f = fdopen(fd, "w"))) {
 		int e = errno;

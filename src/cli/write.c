@@ -33,6 +33,7 @@
 #include "cli/invoker.h"
 #include "output/output.h"
 #include "util/err.h"
+#include "util/safeout.h"
 
 /* Why a file cannot be written at path, as an errno value; 0 if it can. */
 static int writable_errno(const char *path)
@@ -89,65 +90,6 @@ static int write_in_place(const struct rbp_profile *p, const struct rbp_format *
 	return err ? EXIT_OUTPUT : 0;
 }
 
-/*
- * Open an existing non-regular file (device, FIFO) for writing in place:
- * without O_CREAT or O_TRUNC, following a symlink only when it is ours or
- * root's.  Returns the fd, or -1 with errno set (ELOOP for a symlink of
- * someone else's, EEXIST when it turned out to be a regular file).
- */
-static int open_in_place(const char *path)
-{
-	struct stat st;
-	int fd;
-
-	if (!lstat(path, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != geteuid()) {
-		errno = ELOOP;
-		return -1;
-	}
-	if ((fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0)
-		return -1;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode)) {   /* replaced meanwhile */
-		close(fd);
-		errno = EEXIST;
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * A new temporary file beside path: "path.tmpXXXXXX", or "DIR/.rbpeek.tmpXXXXXX"
- * when the name leaves no room for the suffix; created with
- * O_EXCL|O_NOFOLLOW and the usual mode (0666 less the umask).  Returns the
- * fd and its name in tmp, or -1 with errno set.
- */
-static int create_temp(const char *path, char *tmp, size_t n)
-{
-	const char *slash = strrchr(path, '/');
-	mode_t mask = umask(0);
-	int fd, len;
-
-	umask(mask);
-	if (strlen(slash ? slash + 1 : path) + 10 <= NAME_MAX)
-		len = snprintf(tmp, n, "%s.tmpXXXXXX", path);
-	else
-		len = snprintf(tmp, n, "%.*s.rbpeek.tmpXXXXXX", slash ? (int)(slash - path + 1) : 0, path);
-	if (len < 0 || (size_t)len >= n) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	/* mkostemp: O_CREAT|O_EXCL, which never follows a symlink */
-	if ((fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return -1;
-	if (fchmod(fd, 0666 & ~mask)) {
-		int e = errno;
-		close(fd);
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 struct write_job {
 	const struct rbp_profile *p;
 	const struct rbp_format *f;
@@ -172,7 +114,7 @@ static int write_file_fn(void *arg)
 	if (!stat(j->path, &st) && !S_ISREG(st.st_mode)) {
 		if (S_ISDIR(st.st_mode))
 			errno = EISDIR;
-		if (S_ISDIR(st.st_mode) || (fd = open_in_place(j->path)) < 0 ||
+		if (S_ISDIR(st.st_mode) || (fd = rbp_open_in_place(j->path)) < 0 ||
 		    !(out = fdopen(fd, "wb"))) {
 			fprintf(stderr, "rbpeek: error: cannot open '%s': %s\n", j->path,
 				errno == ELOOP ? "it is a symlink owned by another user" : strerror(errno));
@@ -185,7 +127,7 @@ static int write_file_fn(void *arg)
 		}
 		return rc;
 	}
-	if ((fd = create_temp(j->path, tmp, sizeof(tmp))) < 0 || !(out = fdopen(fd, "wb"))) {
+	if ((fd = rbp_create_temp(j->path, tmp, sizeof(tmp))) < 0 || !(out = fdopen(fd, "wb"))) {
 		int e = errno;
 		if (fd >= 0) {
 			close(fd);
