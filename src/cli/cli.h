@@ -64,6 +64,11 @@ struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm,
 /* The same engine watching nothing yet (rbpeek agent), with the same warning. */
 struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
 
+/* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- opening the VM (openvm.c) ---- */
 /*
  * The one warning for an assumed layout (a Ruby newer than every table,
  * read with the nearest older table after it validated); nothing otherwise.
@@ -72,9 +77,6 @@ void cli_layout_warning(const struct rbp_vm *vm);
 /* The features the layout cannot read that the stacks would show (GC frames,
  * the GVL's holder): one warning line each, when so. */
 void cli_feature_warning(const struct rbp_vm *vm);
-/* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 /*
  * VM discovery methods allowed by $RBPEEK_DISCOVERY ("symbol", "code",
  * "scan", comma-separated; a debugging aid), 0 for all.
