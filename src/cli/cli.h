@@ -10,7 +10,6 @@
 #include <sys/types.h>
 
 struct rbp_bpf_sampler;
-struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
 
@@ -55,13 +54,12 @@ int cli_no_native(void);
 /* A --sampler value: *bpf = 0 for "ptrace", 1 for "bpf"; else the usage error (EXIT_USAGE). */
 int cli_sampler_opt(const char *cmd, const char *arg, int *bpf);
 /*
- * --sampler=bpf: the in-kernel sampler (profile/bpfsampler.h) at rate_hz
- * watching t (vm), for rbp_sampler_opts.bpf; the caller closes it.  NULL,
- * after one warning saying why, where it cannot run (eBPF refused, not
- * root, built without eBPF): the caller samples with ptrace.
+ * --sampler=bpf could not be set up (why, err: the recording's status,
+ * profile/recording.h): the one warning saying so, and that ptrace samples
+ * instead.
  */
-struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz);
-/* The same engine watching nothing yet (rbpeek agent), with the same warning. */
+void cli_bpf_fallback(const char *why, int err);
+/* The in-kernel engine watching nothing yet (rbpeek agent); NULL after the same warning. */
 struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
 
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
@@ -82,7 +80,6 @@ void cli_feature_warning(const struct rbp_vm *vm);
  * "scan", comma-separated; a debugging aid), 0 for all.
  */
 unsigned cli_discovery_env(void);
-struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
 /*

@@ -83,7 +83,7 @@ int cli_open_vm(const struct cli_target_opts *o, struct rbp_vm_opts *vo, struct 
 		return RBP_EPERM;
 	err = o->core ? rbp_subject_open(s, o->pid, o->core, o->sysroot, vo) :
 	      cli_attach_pid(o->pid, vo, s);
-	if (!s->t)
+	if (!rbp_subject_opened(s))
 		return err;
 	subj->version = vo->found_version;
 	subj->vo = vo;
