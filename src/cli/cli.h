@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct rbp_bpf_sampler;
 struct rbp_vm;
 struct rbp_vm_opts;
 
@@ -55,12 +54,10 @@ int cli_no_native(void);
 int cli_sampler_opt(const char *cmd, const char *arg, int *bpf);
 /*
  * --sampler=bpf could not be set up (why, err: the recording's status,
- * profile/recording.h): the one warning saying so, and that ptrace samples
- * instead.
+ * profile/recording.h, or the agent's, rbp_agent_sampler_open): the one
+ * warning saying so, and that ptrace samples instead.
  */
 void cli_bpf_fallback(const char *why, int err);
-/* The in-kernel engine watching nothing yet (rbpeek agent); NULL after the same warning. */
-struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
 
 /* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
