@@ -364,8 +364,10 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	vo.force_version = o.t.force_version;
 	cli_vm_env(&vo, o.t.layout);
 	err = cli_child_attach(subj.pid, o.cmd != NULL, &vo, &s);
-	if (err == RBP_ENOTRUBY && o.subprocesses)
+	if (err == RBP_ENOTRUBY && o.subprocesses) {
+		rbp_subject_close(&s);   /* the target the attach left open */
 		err = rbp_subject_open_process(&s, subj.pid);   /* not Ruby itself: its children may be */
+	}
 	if (err) {
 		subj.version = vo.found_version;
 		subj.forced = o.t.force_version;

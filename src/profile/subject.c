@@ -194,10 +194,11 @@ int rbp_subject_procset(struct rbp_subject *s, const struct rbp_vm_opts *vo,
 int rbp_member_snapshot(struct rbp_procset_member *m, int native, int nonblocking,
 			struct rbp_stacks *out, struct rbp_os_threads *ot)
 {
-	struct rbp_subject sub = { .t = m->t, .vm = m->vm };   /* borrowed: only the unwinder is its own */
+	/* borrowed: the unwinder stays the member's, whose frames name its symbols */
+	struct rbp_subject sub = { .t = m->t, .vm = m->vm, .native = m->native };
 	int err = rbp_subject_snapshot(&sub, native, nonblocking, out, ot);
 
-	rbp_native_close(sub.native);
+	m->native = sub.native;   /* closed with the member (rbp_procset_free) */
 	return err;
 }
 

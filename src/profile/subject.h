@@ -91,7 +91,11 @@ int rbp_subject_snapshot(struct rbp_subject *s, int native, int nonblocking,
  */
 int rbp_subject_procset(struct rbp_subject *s, const struct rbp_vm_opts *vo,
 			struct rbp_procset **out);
-/* rbp_subject_snapshot() of member m of a process set: its target and VM stay the set's. */
+/*
+ * rbp_subject_snapshot() of member m of a process set: its target and VM
+ * stay the set's, and the unwinder (native) is kept in m (m->native),
+ * closed with the set: the frames read name its symbols until then.
+ */
 int rbp_member_snapshot(struct rbp_procset_member *m, int native, int nonblocking,
 			struct rbp_stacks *out, struct rbp_os_threads *ot);
 
