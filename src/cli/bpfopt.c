@@ -1,12 +1,12 @@
 /*
- * bpfopt.c - --sampler=ptrace|bpf for record, top and agent: the choice, and the
- * in-kernel sampler set up for it with the one warning when it cannot be.
+ * bpfopt.c - --sampler=ptrace|bpf for record, top and agent: the choice, and
+ * the one warning when the in-kernel sampler cannot be set up (the
+ * recording's status, or the agent's, says why).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "profile/bpfsampler.h"
 #include "util/err.h"
 
 int cli_sampler_opt(const char *cmd, const char *arg, int *bpf)
@@ -20,37 +20,8 @@ int cli_sampler_opt(const char *cmd, const char *arg, int *bpf)
 	return 0;
 }
 
-static void fallback_warning(const char *why, int err)
+void cli_bpf_fallback(const char *why, int err)
 {
 	fprintf(stderr, "rbpeek: warning: --sampler=bpf: %s; sampling with ptrace instead%s\n", why,
 		err == RBP_EPERM ? " (eBPF needs root, or CAP_BPF and CAP_PERFMON)" : "");
-}
-
-struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz)
-{
-	struct rbp_bpf_sampler *s = NULL;
-	char why[768];
-	int err;
-
-	if (!(err = rbp_bpf_sampler_open(rate_hz, &s, why, sizeof(why))) &&
-	    (err = rbp_bpf_sampler_watch(s, t, vm)))
-		snprintf(why, sizeof(why), "cannot watch process %d: %s", (int)t->pid,
-			 rbp_strerror(err));
-	if (!err)
-		return s;
-	rbp_bpf_sampler_close(s);
-	fallback_warning(why, err);
-	return NULL;
-}
-
-struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz)
-{
-	struct rbp_bpf_sampler *s = NULL;
-	char why[768];
-	int err;
-
-	if (!(err = rbp_bpf_sampler_open(rate_hz, &s, why, sizeof(why))))
-		return s;
-	fallback_warning(why, err);
-	return NULL;
 }

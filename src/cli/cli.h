@@ -9,8 +9,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct rbp_bpf_sampler;
-struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
 
@@ -55,15 +53,17 @@ int cli_no_native(void);
 /* A --sampler value: *bpf = 0 for "ptrace", 1 for "bpf"; else the usage error (EXIT_USAGE). */
 int cli_sampler_opt(const char *cmd, const char *arg, int *bpf);
 /*
- * --sampler=bpf: the in-kernel sampler (profile/bpfsampler.h) at rate_hz
- * watching t (vm), for rbp_sampler_opts.bpf; the caller closes it.  NULL,
- * after one warning saying why, where it cannot run (eBPF refused, not
- * root, built without eBPF): the caller samples with ptrace.
+ * --sampler=bpf could not be set up (why, err: the recording's status,
+ * profile/recording.h, or the agent's, rbp_agent_sampler_open): the one
+ * warning saying so, and that ptrace samples instead.
  */
-struct rbp_bpf_sampler *cli_bpf_sampler(struct rbp_target *t, struct rbp_vm *vm, uint32_t rate_hz);
-/* The same engine watching nothing yet (rbpeek agent), with the same warning. */
-struct rbp_bpf_sampler *cli_bpf_engine(uint32_t rate_hz);
+void cli_bpf_fallback(const char *why, int err);
 
+/* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- opening the VM (openvm.c) ---- */
 /*
  * The one warning for an assumed layout (a Ruby newer than every table,
  * read with the nearest older table after it validated); nothing otherwise.
@@ -72,15 +72,11 @@ void cli_layout_warning(const struct rbp_vm *vm);
 /* The features the layout cannot read that the stacks would show (GC frames,
  * the GVL's holder): one warning line each, when so. */
 void cli_feature_warning(const struct rbp_vm *vm);
-/* Print "rbpeek: error: <msg>" plus "try 'rbpeek <cmd> --help'"; returns EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 /*
  * VM discovery methods allowed by $RBPEEK_DISCOVERY ("symbol", "code",
  * "scan", comma-separated; a debugging aid), 0 for all.
  */
 unsigned cli_discovery_env(void);
-struct rbp_target;
 struct rbp_vm;
 struct rbp_vm_opts;
 /*

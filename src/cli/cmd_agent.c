@@ -20,7 +20,6 @@
 #include "cli/signals.h"
 #include "output/pyroscope.h"
 #include "profile/agent.h"
-#include "profile/bpfsampler.h"
 #include "util/err.h"
 #include "util/http.h"
 
@@ -400,16 +399,18 @@ int cmd_agent(int argc, char **argv)
 	o.log = log_line;
 	o.listening = listening;
 	o.ctx = &o;
-	o.sampler = &rbp_agent_ptrace_sampler;
-	if (!o.ptrace && (o.bpf = cli_bpf_engine(o.rate_hz)))
-		o.sampler = &rbp_agent_bpf_sampler;
+	int bpf_err;
+	char bpf_why[768];
+	rbp_agent_sampler_open(&o, !o.ptrace, &bpf_err, bpf_why, sizeof(bpf_why));
+	if (bpf_err)
+		cli_bpf_fallback(bpf_why, bpf_err);
 	char shown[1024];
 	rbp_url_redact(o.server, shown, sizeof(shown));
 	fprintf(stderr, "rbpeek agent: profiling every Ruby process at %u Hz (%s), pushing to %s "
 		"every %u s\n", o.rate_hz, o.bpf ? "in-kernel sampler: on-CPU samples" :
 		"ptrace sampler", shown, o.interval_s);
 	err = rbp_agent_run(&o, &st);
-	rbp_bpf_sampler_close(o.bpf);
+	rbp_agent_sampler_close(&o);
 	if (err) {
 		if (err == RBP_ENET)
 			fprintf(stderr, "rbpeek: error: cannot listen on %s for --metrics "

@@ -341,7 +341,7 @@ static int setup(const struct alloc_opts *o, struct live *lv, struct rbp_profile
 		return cli_fail(err, subj);
 	subj->version = rbp_vm_info(s->vm)->version;
 	subj->vo = NULL;   /* vo is this function's */
-	if ((err = rbp_allocwatch_open(s->t, s->vm, &wo, p, w)))
+	if ((err = rbp_allocwatch_open(s, &wo, p, w)))
 		return fail_probes(err, subj);
 	warn_setup(rbp_allocwatch_status(*w));
 	return 0;

@@ -165,7 +165,7 @@ static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rb
 		fprintf(stderr, "rbpeek: error: %s %d: the heap of this Ruby (%s) is not readable: "
 			"its layout lacks %s\n"
 			"hint: stacks still work (record, snapshot); 'rbpeek inspect' lists what "
-			"is missing\n", o->t.core ? "core of process" : "process", (int)s->t->pid,
+			"is missing\n", o->t.core ? "core of process" : "process", rbp_subject_pid(s),
 			in->version, in->missing[RBP_FEAT_HEAP]);
 		return EXIT_VERSION;
 	}
@@ -176,7 +176,7 @@ static int read_heap(const struct heap_opts *o, struct rbp_subject *s, struct rb
 		fprintf(stderr, "rbpeek: error: %s %d: its garbage collector is loaded from a "
 			"library (librubygc.*, RUBY_GC_LIBRARY), whose heap rbpeek cannot read\n"
 			"hint: ObjectSpace.count_objects inside the process gives the counts by type\n",
-			o->t.core ? "core of process" : "process", (int)s->t->pid);
+			o->t.core ? "core of process" : "process", rbp_subject_pid(s));
 		return EXIT_VERSION;
 	}
 	return err ? cli_fail(err, &subj) : 0;
@@ -193,9 +193,9 @@ int cmd_heap(int argc, char **argv)
 		return rc;
 	if (!(rc = read_heap(&o, &s, &h))) {
 		if (o.json)
-			print_json(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
+			print_json(&h, rbp_subject_pid(&s), rbp_vm_info(s.vm)->version, o.top);
 		else
-			print_text(&h, (int)s.t->pid, rbp_vm_info(s.vm)->version, o.top);
+			print_text(&h, rbp_subject_pid(&s), rbp_vm_info(s.vm)->version, o.top);
 		rc = fflush(stdout) ? EXIT_INTERNAL : 0;
 	}
 	rbp_heap_free(&h);

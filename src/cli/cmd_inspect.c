@@ -163,19 +163,19 @@ int cmd_inspect(int argc, char **argv)
 	vo.explain = &explain;
 	err = cli_open_vm(&o, &vo, &subj, &sub);
 	if (json) {
-		int serr = err ? err : rbp_vm_read_stacks(sub.vm, &s);
-		if (!err || sub.t)
+		int serr = err ? err : rbp_subject_read_stacks(&sub, &s);
+		if (!err || rbp_subject_opened(&sub))
 			print_json(&o, &vo, &explain, err ? NULL : sub.vm, err, &s, serr);
 		rbp_stacks_free(&s);
 		int rc = err ? cli_fail(err, &subj) : 0;
 		rbp_subject_close(&sub);
 		return rc;
 	}
-	if (sub.t && o.core)
-		printf("target:          core file %s (pid %d)\n", o.core, (int)sub.t->pid);
-	else if (sub.t)
+	if (rbp_subject_opened(&sub) && o.core)
+		printf("target:          core file %s (pid %d)\n", o.core, rbp_subject_pid(&sub));
+	else if (rbp_subject_opened(&sub))
 		printf("target:          process %d\n", o.pid);
-	if (sub.t && *vo.found_version)
+	if (rbp_subject_opened(&sub) && *vo.found_version)
 		printf("ruby version:    %s\n", vo.found_version);
 	if (err) {
 		print_explain(&explain, NULL);
@@ -213,7 +213,7 @@ int cmd_inspect(int argc, char **argv)
 	else
 		printf("collector:       objspace 0x%llx, %s\n", (unsigned long long)os,
 		       gc == RBP_GC_NONE ? "not collecting" : rbp_gc_label(gc));
-	err = rbp_vm_read_stacks(sub.vm, &s);
+	err = rbp_subject_read_stacks(&sub, &s);
 	if (!err) {
 		printf("threads:         %zu\n", s.n_threads);
 		for (size_t i = 0; i < s.n_threads; i++)

@@ -20,7 +20,7 @@
 #include "output/output.h"
 #include "profile/profile.h"
 #include "profile/raw.h"
-#include "profile/bpfsampler.h"
+#include "profile/recording.h"
 #include "profile/sampler.h"
 #include "profile/subject.h"
 #include "ruby/vm.h"
@@ -314,15 +314,15 @@ static void print_stats(const struct rbp_sampler_status *st, uint32_t rate, int 
 }
 
 /* Native unwinding done: the root process's, and with --subprocesses every member's. */
-static void print_native_stats(const struct rbp_subject *s, const struct rbp_procset *procs)
+static void print_native_stats(const struct rbp_recording *r)
 {
-	struct rbp_native_stats ns;
+	struct rbp_recording_native ns;
 
-	rbp_subject_native_stats(s, procs, &ns);
+	rbp_recording_native_stats(r, &ns);
 	fprintf(stderr, "rbpeek: native: %llu stacks unwound, %.1f frames each, %llu addresses "
 		"symbolized%s\n", (unsigned long long)ns.unwinds,
 		ns.unwinds ? (double)ns.frames / (double)ns.unwinds : 0.0,
-		(unsigned long long)ns.sym_misses, procs ? " (all processes)" : "");
+		(unsigned long long)ns.symbolized, rbp_recording_procs(r) ? " (all processes)" : "");
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -337,6 +337,9 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	struct rbp_sampler_status st = { 0 };
 	struct rbp_vm_opts vo = { 0 };
 	struct live lv = { 0 };
+	struct rbp_recording *rec = NULL;
+	struct rbp_recording_config rc_cfg;
+	struct rbp_recording_status rst;
 	const struct rbp_format *fmt;
 	int rc, err, child = 0;
 
@@ -361,8 +364,10 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	vo.force_version = o.t.force_version;
 	cli_vm_env(&vo, o.t.layout);
 	err = cli_child_attach(subj.pid, o.cmd != NULL, &vo, &s);
-	if (err == RBP_ENOTRUBY && o.subprocesses)
+	if (err == RBP_ENOTRUBY && o.subprocesses) {
+		rbp_subject_close(&s);   /* the target the attach left open */
 		err = rbp_subject_open_process(&s, subj.pid);   /* not Ruby itself: its children may be */
+	}
 	if (err) {
 		subj.version = vo.found_version;
 		subj.forced = o.t.force_version;
@@ -378,20 +383,19 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	}
 	if (o.t.pid && (rc = cli_check_outputs(o.output, o.raw)))
 		goto cleanup;
-	if (o.native && (err = rbp_subject_native(&s))) {
+	rc_cfg = (struct rbp_recording_config){ .subprocesses = (uint8_t)o.subprocesses,
+		.native = (uint8_t)o.native, .bpf = (uint8_t)o.bpf, .rate_hz = o.rate, .vo = &vo };
+	if ((err = rbp_recording_open(&s, &rc_cfg, &rec, &rst))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	o.so.native = s.native;
+	if (rst.bpf_err)
+		cli_bpf_fallback(rst.bpf_why, rst.bpf_err);
 	if ((err = rbp_profile_init(&p))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	if (o.subprocesses && (err = rbp_procset_new(s.t, s.vm, &vo, &lv.procs))) {
-		rc = cli_fail(err, &subj);
-		rbp_profile_free(&p);
-		goto cleanup;
-	}
+	lv.procs = rbp_recording_procs(rec);
 	if (o.cmd)
 		p.meta.cmdline = rbp_profile_str(&p, o.cmd[0]);
 	o.so.rate_hz = o.rate;
@@ -401,24 +405,22 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	o.so.progress = progress;
 	o.so.child_exited = o.cmd ? cli_child_exited : NULL;
 	o.so.ctx = &lv;
-	o.so.procs = lv.procs;
-	if (o.bpf && s.vm && (o.so.bpf = cli_bpf_sampler(s.t, s.vm, o.rate)))
+	if (rst.bpf)
 		o.so.on_cpu = 1;
 	lv.tty = !o.silent && isatty(2);
 	if (!o.silent)
 		fprintf(stderr, "rbpeek: recording process %d (%s%s)%s at %u Hz%s%s\n", subj.pid,
-			s.vm ? "ruby " : "not Ruby", s.vm ? rbp_vm_info(s.vm)->version : "",
+			rbp_recording_ruby(rec) ? "ruby " : "not Ruby",
+			rbp_recording_ruby(rec) ? rbp_recording_ruby(rec) : "",
 			lv.procs ? " and its Ruby subprocesses" : "", o.rate,
-			o.so.bpf ? " of CPU time (in-kernel sampler)" : "",
+			rst.bpf ? " of CPU time (in-kernel sampler)" : "",
 			lv.tty ? "; press Ctrl-C to stop" : "");
-	err = rbp_sample_loop(s.t, s.vm, &o.so, &p, &st);
-	rbp_bpf_sampler_close(o.so.bpf);
-	p.meta.ruby_version = rbp_profile_str(&p, s.vm ? rbp_vm_info(s.vm)->version :
-					      rbp_procset_version(lv.procs));
+	err = rbp_recording_run(rec, &o.so, &p, &st);
+	p.meta.ruby_version = rbp_profile_str(&p, rbp_recording_version(rec));
 	if (!o.silent)
 		print_stats(&st, o.rate, o.so.gvl_only, o.so.max_hold_ns, o.bpf);
-	if (!o.silent && s.native)
-		print_native_stats(&s, lv.procs);
+	if (!o.silent && rbp_recording_native(rec))
+		print_native_stats(rec);
 	if (!o.silent && lv.procs)
 		fprintf(stderr, "rbpeek: followed %llu Ruby processes\n",
 			(unsigned long long)rbp_procset_attached(lv.procs));
@@ -452,8 +454,8 @@ static int record(int argc, char **argv, struct rbp_profile *base_)
 	}
 	rbp_profile_free(&p);
 cleanup:
-	rbp_procset_free(lv.procs);
-	rbp_subject_close(&s);
+	rbp_recording_close(rec);
+	rbp_subject_close(&s);   /* what was opened before the recording took it */
 	if (o.cmd)   /* rbpeek exits as the program did, once the profile is written */
 		rc = cli_child_end(st.stop == RBP_STOP_DURATION, rc);
 	return rc;

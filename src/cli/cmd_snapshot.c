@@ -222,43 +222,42 @@ static void print_json(const struct rbp_stacks *s, const struct os_thread *os,
 }
 
 /*
- * Read one process's stacks and print them, after `before` (a separator),
- * with its command line when cmdline is non-NULL (--subprocesses: which
- * process is which); nothing is printed on failure.  An RBP_E* code on
- * failure.
+ * Print one process's stacks (read by the caller: err is the read's),
+ * after `before` (a separator), with its command line when cmdline is
+ * non-NULL (--subprocesses: which process is which); nothing is printed on
+ * failure.  Frees s and ot.  An RBP_E* code on failure.
  */
-static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapshot_opts *o,
-		    const char *before, const char *cmdline)
+static int snap_print(int err, struct rbp_stacks *s, struct rbp_os_threads *ot, int pid,
+		      const char *version, const struct snapshot_opts *o, const char *before,
+		      const char *cmdline)
 {
-	struct rbp_subject sub = { .t = t };   /* the unwinder only: t and vm stay the caller's */
-	struct rbp_stacks s = { 0 };
 	struct os_thread *os = NULL;
-	struct rbp_os_threads ot = { 0 };
-	int err = RBP_OK;
 
-	/* every task's state and name, read before pausing (a paused thread shows 't') */
-	if (!t->is_core)
-		rbp_os_threads_read(t->pid, &ot);
-	if (o->native && !(err = rbp_subject_native(&sub)))
-		err = rbp_vm_read_stacks_native(vm, sub.native, &s);
-	else if (!o->native)
-		err = rbp_vm_read_stacks_paused(vm, o->nonblocking ? RBP_PAUSE_NONE : RBP_PAUSE_ALL, &s);
-	if (!err && !(os = calloc(s.n_threads + 1, sizeof(*os))))
+	if (!err && !(os = calloc(s->n_threads + 1, sizeof(*os))))
 		err = RBP_ENOMEM;
 	if (!err) {
-		match_os_threads(&s, &ot, os);
+		match_os_threads(s, ot, os);
 		fputs(before, stdout);
 		if (o->json)
-			print_json(&s, os, (int)t->pid, rbp_vm_info(vm)->version, cmdline, o->no_gc);
+			print_json(s, os, pid, version, cmdline, o->no_gc);
 		else
-			print_text(&s, os, (int)t->pid, rbp_vm_info(vm)->version, cmdline, o->no_gc);
+			print_text(s, os, pid, version, cmdline, o->no_gc);
 	}
 	free(os);
-	rbp_os_threads_free(&ot);
-	rbp_stacks_free(&s);
-	sub.t = NULL;
-	rbp_subject_close(&sub);
+	rbp_os_threads_free(ot);
+	rbp_stacks_free(s);
 	return err;
+}
+
+/* The one process s: read, then printed. */
+static int snap_one(struct rbp_subject *sub, const struct snapshot_opts *o)
+{
+	struct rbp_stacks s = { 0 };
+	struct rbp_os_threads ot = { 0 };
+	int err = rbp_subject_snapshot(sub, o->native, o->nonblocking, &s, &ot);
+
+	return snap_print(err, &s, &ot, rbp_subject_pid(sub), rbp_vm_info(sub->vm)->version, o, "",
+			  NULL);
 }
 
 /*
@@ -266,15 +265,14 @@ static int snap_one(struct rbp_target *t, struct rbp_vm *vm, const struct snapsh
  * one scan, in the set's order.  Processes that exit meanwhile are left
  * out; fails only when no process could be printed.
  */
-static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts *vo,
-		     const struct snapshot_opts *o)
+static int snap_tree(struct rbp_subject *sub, struct rbp_vm_opts *vo, const struct snapshot_opts *o)
 {
 	struct rbp_procset *ps = NULL;
 	struct timespec now;
 	size_t printed = 0;
 	int err, last = RBP_ENOTRUBY;
 
-	if ((err = rbp_procset_new(t, vm, vo, &ps)))
+	if ((err = rbp_subject_procset(sub, vo, &ps)))
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	err = rbp_procset_refresh(ps, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
@@ -282,8 +280,13 @@ static int snap_tree(struct rbp_target *t, struct rbp_vm *vm, struct rbp_vm_opts
 		struct rbp_procset_member *m = rbp_procset_member(ps, i);
 		const char *before = printed ? (o->json ? "," : "\n") : o->json ? "{\"processes\":[" : "";
 		char cmdline[512];   /* now, not at attach: a worker may have retitled itself */
-		rbp_process_cmdline(m->t->pid, cmdline, sizeof(cmdline));
-		if ((last = snap_one(m->t, m->vm, o, before, cmdline)) == RBP_ENOMEM)
+		struct rbp_stacks s = { 0 };
+		struct rbp_os_threads ot = { 0 };
+		rbp_process_cmdline(m->pid, cmdline, sizeof(cmdline));
+		last = rbp_member_snapshot(m, o->native, o->nonblocking, &s, &ot);
+		last = snap_print(last, &s, &ot, (int)m->pid, rbp_vm_info(m->vm)->version, o, before,
+				  cmdline);
+		if (last == RBP_ENOMEM)
 			err = last;
 		else if (!last)
 			printed++;
@@ -308,7 +311,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (err == RBP_ENOTRUBY && o.subprocesses)
 		err = RBP_OK;   /* not Ruby itself: its children may be */
 	if (!err)
-		err = o.subprocesses ? snap_tree(s.t, s.vm, &vo, &o) : snap_one(s.t, s.vm, &o, "", NULL);
+		err = o.subprocesses ? snap_tree(&s, &vo, &o) : snap_one(&s, &o);
 	if (err) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;

@@ -32,7 +32,7 @@
 #include "output/output.h"
 #include "profile/procset.h"
 #include "profile/profile.h"
-#include "profile/bpfsampler.h"
+#include "profile/recording.h"
 #include "profile/sampler.h"
 #include "profile/subject.h"
 #include "ruby/vm.h"
@@ -202,6 +202,9 @@ int cmd_top(int argc, char **argv)
 	struct rbp_profile p;
 	struct rbp_sampler_status st;
 	struct rbp_sampler_opts so = { 0 };
+	struct rbp_recording *rec = NULL;
+	struct rbp_recording_config cfg;
+	struct rbp_recording_status rst;
 	struct view v = { .thread = -1, .o = &o };
 	char cmdline[256];
 	int rc = 0, err;
@@ -212,7 +215,11 @@ int cmd_top(int argc, char **argv)
 		rbp_subject_close(&s);
 		return cli_fail(err, &subj);
 	}
-	if (o.native && (err = rbp_subject_native(&s))) {
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	cli_signals_init();
+	cfg = (struct rbp_recording_config){ .subprocesses = (uint8_t)o.subprocesses,
+		.native = (uint8_t)o.native, .bpf = (uint8_t)o.bpf, .rate_hz = o.rate, .vo = &vo };
+	if ((err = rbp_recording_open(&s, &cfg, &rec, &rst))) {
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
@@ -220,23 +227,18 @@ int cmd_top(int argc, char **argv)
 		rc = cli_fail(err, &subj);
 		goto cleanup;
 	}
-	if (o.subprocesses && (err = rbp_procset_new(s.t, s.vm, &vo, &v.procs))) {
-		rc = cli_fail(err, &subj);
-		goto cleanup;
-	}
+	v.procs = rbp_recording_procs(rec);
 	v.show_idle = o.idle;
 	rbp_process_cmdline(o.t.pid, cmdline, sizeof(cmdline));
-	v.version = rbp_vm_info(s.vm)->version;
+	v.version = rbp_recording_ruby(rec);
 	v.cmdline = cmdline;
 	p.meta.ruby_version = rbp_profile_str(&p, v.version);
-	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	cli_signals_init();
 	/* every thread paused: the on-CPU share needs each one's state */
 	so = (struct rbp_sampler_opts){ .rate_hz = o.rate, .nonblocking = (uint8_t)o.nonblocking,
 		.pause_all = 1, .duration_ns = (uint64_t)(o.duration * 1e9), .should_stop = should_stop,
-		.suspend = suspend, .progress = progress, .progress_ns = 50 * 1000000ull, .procs = v.procs, .native = s.native, .ctx = &v };
-	if (o.bpf)
-		so.bpf = cli_bpf_sampler(s.t, s.vm, o.rate);
+		.suspend = suspend, .progress = progress, .progress_ns = 50 * 1000000ull, .ctx = &v };
+	if (rst.bpf_err)
+		cli_bpf_fallback(rst.bpf_why, rst.bpf_err);
 	v.tty = !term_enter();
 	if (v.tty)
 		v.dirty = 1;   /* an empty screen at once, not after a second */
@@ -246,8 +248,7 @@ int cmd_top(int argc, char **argv)
 	else
 		fprintf(stderr, "rbpeek: stdin is not a terminal (no keys): printing the table "
 			"every %.1f s\n", o.delay);
-	err = rbp_sample_loop(s.t, s.vm, &so, &p, &st);
-	rbp_bpf_sampler_close(so.bpf);
+	err = rbp_recording_run(rec, &so, &p, &st);
 	term_restore();
 	if (err) {
 		rc = cli_fail(err, &subj);
@@ -260,7 +261,7 @@ int cmd_top(int argc, char **argv)
 	}
 	rbp_profile_free(&p);
 cleanup:
-	rbp_procset_free(v.procs);
-	rbp_subject_close(&s);
+	rbp_recording_close(rec);
+	rbp_subject_close(&s);   /* what was opened before the recording took it */
 	return rc;
 }

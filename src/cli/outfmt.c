@@ -119,14 +119,3 @@ int cli_check_output(const char *output)
 	}
 	return 0;
 }
-
-char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle, char *buf,
-			size_t n)
-{
-	int len = snprintf(buf, n, "rbpeek: pid %d%s%s, %.1f s, %zu samples", (int)p->meta.pid,
-			   *p->meta.cmdline ? " " : "", p->meta.cmdline,
-			   (double)p->meta.duration_ns / 1e9, p->n_samples - (keep_idle ? 0 : idle));
-	if (!keep_idle && idle && len > 0 && (size_t)len < n)
-		snprintf(buf + len, n - (size_t)len, " (+%zu idle hidden: --idle)", idle);
-	return buf;
-}

@@ -32,6 +32,7 @@
 #include "cli/cli.h"
 #include "cli/invoker.h"
 #include "output/output.h"
+#include "profile/profile.h"
 #include "util/err.h"
 #include "util/safeout.h"
 
@@ -222,6 +223,17 @@ static int cache_dir(char *buf, size_t n)
 		return -1;
 	}
 	return 0;
+}
+
+char *cli_profile_title(const struct rbp_profile *p, size_t idle, int keep_idle, char *buf,
+			size_t n)
+{
+	int len = snprintf(buf, n, "rbpeek: pid %d%s%s, %.1f s, %zu samples", (int)p->meta.pid,
+			   *p->meta.cmdline ? " " : "", p->meta.cmdline,
+			   (double)p->meta.duration_ns / 1e9, p->n_samples - (keep_idle ? 0 : idle));
+	if (!keep_idle && idle && len > 0 && (size_t)len < n)
+		snprintf(buf + len, n - (size_t)len, " (+%zu idle hidden: --idle)", idle);
+	return buf;
 }
 
 struct outputs_job {

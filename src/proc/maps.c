@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "proc/maps.h"
-#include "proc/target.h"
+#include "proc/procfs.h"
 #include "util/vec.h"
 #include "util/err.h"
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "proc/reader.h"
-#include "proc/target.h"
+#include "proc/procfs.h"
 #include "util/err.h"
 
 struct live_reader {

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "proc/maps.h"
+#include "proc/procfs.h"
 #include "proc/reader.h"
 
 struct rbp_target {
@@ -65,50 +66,6 @@ pid_t rbp_target_our_tid(struct rbp_target *t, pid_t ns_tid);
 int rbp_target_path(const struct rbp_target *t, const char *path, char *buf,
 		    size_t n);
 
-/* Thread ids of a live process (/proc/PID/task), sorted ascending. */
-int rbp_task_list(pid_t pid, pid_t **tids, size_t *n);
-/*
- * The same from a /proc/PID/task kept open (read again from its start),
- * into *tids, grown as needed (capacity *cap) and reused between calls.
- */
-int rbp_task_collect(DIR *d, pid_t **tids, size_t *n, size_t *cap);
-
-struct rbp_task_info {
-	char state;     /* /proc/PID/task/TID/stat field 3: R S D T t Z X I */
-	char comm[17];  /* /proc/PID/task/TID/comm without the newline */
-};
-int rbp_task_info(pid_t pid, pid_t tid, struct rbp_task_info *out);
-/*
- * A thread of the process that has not exited, through which its memory,
- * mappings and root are read: pid itself, unless its main thread (the
- * thread-group leader) has exited while other threads run on -- a zombie
- * leader has no memory, maps or root of its own to show, and a
- * process_vm_readv() naming it fails.  0 when no thread is left.
- */
-pid_t rbp_live_task(pid_t pid);
-
-/*
- * The process tree as /proc shows it, for following a process's children
- * (--subprocesses) and naming processes.  Each call reads one small file
- * or one directory; nothing is cached.
- */
-/* Every process (thread-group leader) in /proc, sorted; *pids malloc'd.  RBP_ENOMEM / RBP_EIO. */
-int rbp_proc_list(pid_t **pids, size_t *n);
-/*
- * Parent and start time (clock ticks since boot; with the PID it names a
- * process uniquely) from /proc/PID/stat.  RBP_ENOPROC when gone.
- */
-int rbp_proc_parent(pid_t pid, pid_t *ppid, uint64_t *start);
-/*
- * The command line with arguments joined by spaces (what `ps` shows, so a
- * title a program set, like puma's, shows too), cut to fit buf; "" when
- * unreadable.  Returns buf.
- */
-char *rbp_proc_cmdline(pid_t pid, char *buf, size_t n);
-/* The executable's path (readlink of /proc/PID/exe), "" when unreadable.  Returns buf. */
-char *rbp_proc_exe(pid_t pid, char *buf, size_t n);
-/* errno of a failed /proc access as an RBP code (RBP_ENOPROC, RBP_EPERM, ...). */
-int rbp_proc_errno(int e);
 
 /*
  * Pausing: stop every thread of a live process with PTRACE_SEIZE +

@@ -101,6 +101,16 @@ extern const struct rbp_agent_sampler rbp_agent_ptrace_sampler;
  * without o->bpf.
  */
 extern const struct rbp_agent_sampler rbp_agent_bpf_sampler;
+/*
+ * Set o's sampler (agent_bpf.c): the in-kernel one, its engine (o->bpf)
+ * opened at o->rate_hz, when want_bpf and the kernel lets it run; else the
+ * ptrace sampler, and when bpf was wanted *bpf_err and why (why_len bytes)
+ * say why it could not run (*bpf_err RBP_OK otherwise).  Nothing printed.
+ * rbp_agent_sampler_close() closes the engine.
+ */
+void rbp_agent_sampler_open(struct rbp_agent_opts *o, int want_bpf, int *bpf_err, char *why,
+			    size_t why_len);
+void rbp_agent_sampler_close(struct rbp_agent_opts *o);
 
 /* ---- the exporter seam --------------------------------------------------- */
 

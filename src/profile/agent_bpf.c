@@ -196,3 +196,25 @@ const struct rbp_agent_sampler rbp_agent_bpf_sampler = {
 	.unwatch = bpf_unwatch,
 	.close = bpf_close,
 };
+
+void rbp_agent_sampler_open(struct rbp_agent_opts *o, int want_bpf, int *bpf_err, char *why,
+			    size_t why_len)
+{
+	o->sampler = &rbp_agent_ptrace_sampler;
+	o->bpf = NULL;
+	*bpf_err = RBP_OK;
+	if (why_len)
+		why[0] = 0;
+	if (!want_bpf)
+		return;
+	if (!(*bpf_err = rbp_bpf_sampler_open(o->rate_hz, &o->bpf, why, why_len)))
+		o->sampler = &rbp_agent_bpf_sampler;
+	else
+		o->bpf = NULL;
+}
+
+void rbp_agent_sampler_close(struct rbp_agent_opts *o)
+{
+	rbp_bpf_sampler_close(o->bpf);
+	o->bpf = NULL;
+}

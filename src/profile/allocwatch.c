@@ -179,10 +179,11 @@ static int sync_counts(struct rbp_allocwatch *w)
 	return err == RBP_ENOMEM ? err : RBP_OK;
 }
 
-int rbp_allocwatch_open(struct rbp_target *t, struct rbp_vm *vm,
-			const struct rbp_allocwatch_opts *o, struct rbp_profile *p,
-			struct rbp_allocwatch **out)
+int rbp_allocwatch_open(const struct rbp_subject *s, const struct rbp_allocwatch_opts *o,
+			struct rbp_profile *p, struct rbp_allocwatch **out)
 {
+	struct rbp_target *t = s->t;
+	struct rbp_vm *vm = s->vm;
 	struct rbp_allocwatch *w = calloc(1, sizeof(*w));
 	size_t n = 0;
 	int err;

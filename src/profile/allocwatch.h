@@ -43,6 +43,7 @@
 #include "profile/alloccount.h"
 #include "profile/profile.h"
 #include "profile/sampler.h"
+#include "profile/subject.h"
 #include "ruby/vm.h"
 
 struct rbp_alloc_status {
@@ -84,7 +85,8 @@ struct rbp_allocwatch_opts {
 };
 
 /*
- * Find the allocation functions of the Ruby in vm, load the frame-copying
+ * Find the allocation functions of the Ruby subject s is attached to (s
+ * stays the caller's and must outlive the watch), load the frame-copying
  * program (unless no_bpf; where the kernel refuses, sites are approximate
  * and status.approx_why says why) and open the uprobes: from here the
  * target's allocations trap.  Samples go to p.  Errors: RBP_ENOUPROBE,
@@ -92,9 +94,8 @@ struct rbp_allocwatch_opts {
  * (the kernel refused a uprobe), RBP_ENOPROC, RBP_ENOMEM.  On failure *out
  * is NULL and nothing stays open.
  */
-int rbp_allocwatch_open(struct rbp_target *t, struct rbp_vm *vm,
-			const struct rbp_allocwatch_opts *o, struct rbp_profile *p,
-			struct rbp_allocwatch **out);
+int rbp_allocwatch_open(const struct rbp_subject *s, const struct rbp_allocwatch_opts *o,
+			struct rbp_profile *p, struct rbp_allocwatch **out);
 /*
  * Watch until should_stop, the duration, or the target's exit
  * (status.stop says which); then the probes leave the target and

@@ -151,6 +151,57 @@ void rbp_subject_close(struct rbp_subject *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int rbp_subject_opened(const struct rbp_subject *s)
+{
+	return s->t != NULL;
+}
+
+int rbp_subject_read_stacks(struct rbp_subject *s, struct rbp_stacks *out)
+{
+	return rbp_vm_read_stacks(s->vm, out);
+}
+
+int rbp_subject_pid(const struct rbp_subject *s)
+{
+	return (int)s->t->pid;
+}
+
+int rbp_subject_is_core(const struct rbp_subject *s)
+{
+	return s->t->is_core;
+}
+
+int rbp_subject_snapshot(struct rbp_subject *s, int native, int nonblocking,
+			 struct rbp_stacks *out, struct rbp_os_threads *ot)
+{
+	int err;
+
+	memset(ot, 0, sizeof(*ot));
+	if (!s->t->is_core)
+		rbp_os_threads_read(s->t->pid, ot);
+	if (native)
+		return (err = s->native ? RBP_OK : rbp_subject_native(s)) ? err :
+		       rbp_vm_read_stacks_native(s->vm, s->native, out);
+	return rbp_vm_read_stacks_paused(s->vm, nonblocking ? RBP_PAUSE_NONE : RBP_PAUSE_ALL, out);
+}
+
+int rbp_subject_procset(struct rbp_subject *s, const struct rbp_vm_opts *vo,
+			struct rbp_procset **out)
+{
+	return rbp_procset_new(s->t, s->vm, vo, out);
+}
+
+int rbp_member_snapshot(struct rbp_procset_member *m, int native, int nonblocking,
+			struct rbp_stacks *out, struct rbp_os_threads *ot)
+{
+	/* borrowed: the unwinder stays the member's, whose frames name its symbols */
+	struct rbp_subject sub = { .t = m->t, .vm = m->vm, .native = m->native };
+	int err = rbp_subject_snapshot(&sub, native, nonblocking, out, ot);
+
+	m->native = sub.native;   /* closed with the member (rbp_procset_free) */
+	return err;
+}
+
 /* Whether pid descends from root (ppid chain through /proc/PID/stat). */
 static int descends_from(int pid, int root)
 {
@@ -232,9 +283,13 @@ void rbp_os_threads_read(pid_t pid, struct rbp_os_threads *ot)
 		ot->n = 0;
 		return;
 	}
-	for (size_t i = 0; i < ot->n; i++)
-		if (rbp_task_info(pid, ot->tids[i], &ot->info[i]))
-			ot->info[i].state = 0;
+	for (size_t i = 0; i < ot->n; i++) {
+		struct rbp_task_info ti;
+		if (!rbp_task_info(pid, ot->tids[i], &ti)) {
+			ot->info[i].state = ti.state;
+			memcpy(ot->info[i].comm, ti.comm, sizeof(ot->info[i].comm));
+		}
+	}
 }
 
 void rbp_os_threads_free(struct rbp_os_threads *ot)

@@ -17,6 +17,8 @@
 #include "profile/procset.h"
 #include "ruby/vm.h"
 
+struct rbp_os_threads;
+
 struct rbp_subject {
 	struct rbp_target *t;         /* owned; NULL until opened */
 	struct rbp_vm *vm;            /* owned; NULL until attached (or not Ruby) */
@@ -64,6 +66,38 @@ int rbp_subject_native_available(void);
 void rbp_subject_native_stats(const struct rbp_subject *s, const struct rbp_procset *procs,
 			      struct rbp_native_stats *out);
 void rbp_subject_close(struct rbp_subject *s);   /* NULL-safe; s is zeroed */
+/* 1 when s's process or core file is open (attached to its VM or not). */
+int rbp_subject_opened(const struct rbp_subject *s);
+/* The PID of s's process (for a core file, the one it records); s opened. */
+int rbp_subject_pid(const struct rbp_subject *s);
+/* 1 when s is a core file. */
+int rbp_subject_is_core(const struct rbp_subject *s);
+/* One read of every thread's stack, nothing paused (rbp_vm_read_stacks; inspect). */
+int rbp_subject_read_stacks(struct rbp_subject *s, struct rbp_stacks *out);
+/*
+ * One look at every thread of an attached subject (snapshot): for a live
+ * process first what the OS says of each thread (ot; read before pausing,
+ * as a paused thread shows 't'; left empty for a core file), then the
+ * stacks, read with every thread paused unless nonblocking, or, with
+ * native, unwound natively and merged (the unwinder opened in s, kept
+ * until rbp_subject_close).  RBP_E* on failure; out and ot are the
+ * caller's to free (rbp_stacks_free, rbp_os_threads_free) either way.
+ */
+int rbp_subject_snapshot(struct rbp_subject *s, int native, int nonblocking,
+			 struct rbp_stacks *out, struct rbp_os_threads *ot);
+/*
+ * --subprocesses: the set of s and its Ruby descendants (rbp_procset_new;
+ * s's target and VM stay s's, and s must outlive the set).
+ */
+int rbp_subject_procset(struct rbp_subject *s, const struct rbp_vm_opts *vo,
+			struct rbp_procset **out);
+/*
+ * rbp_subject_snapshot() of member m of a process set: its target and VM
+ * stay the set's, and the unwinder (native) is kept in m (m->native),
+ * closed with the set: the frames read name its symbols until then.
+ */
+int rbp_member_snapshot(struct rbp_procset_member *m, int native, int nonblocking,
+			struct rbp_stacks *out, struct rbp_os_threads *ot);
 
 /* The processes descended from root now (root not included), at most max: how many. */
 size_t rbp_descendants(int root, int *pids, size_t max);
@@ -78,9 +112,13 @@ char *rbp_process_cmdline(pid_t pid, char *buf, size_t n);
 char *rbp_process_exe(pid_t pid, char *buf, size_t n);
 
 /* What the OS says of each thread of a live process (state, name). */
+struct rbp_os_thread {
+	char state;     /* /proc/PID/task/TID/stat field 3: R S D T t Z X I; 0 unreadable */
+	char comm[17];  /* its name (/proc/PID/task/TID/comm) */
+};
 struct rbp_os_threads {
 	pid_t *tids;                  /* sorted */
-	struct rbp_task_info *info;   /* per tid; state 0 when unreadable */
+	struct rbp_os_thread *info;   /* per tid */
 	size_t n;
 };
 /* Read them (none when the list cannot be read); free with rbp_os_threads_free(). */

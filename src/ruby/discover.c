@@ -133,40 +133,6 @@ static int ruby_sym(struct rbp_vm *vm, const char *name, uint64_t *addr)
 	return err;
 }
 
-/*
- * Split debug info: the file the distribution's -dbg package installs
- * under /usr/lib/debug/.build-id/XX/YYYY.debug, named by the build-id;
- * looked for in the target's root first, then in ours, and used only when
- * its build-id matches.  The path into path; RBP_ENOSYM when none.
- */
-int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap)
-{
-	uint8_t id[64], id2[64];
-	size_t len, len2;
-	char rel[200];
-	struct rbp_elf *dbg;
-
-	if (rbp_elf_build_id(vm->elf, id, sizeof(id), &len) || len < 2)
-		return RBP_ENOSYM;
-	int n = snprintf(rel, sizeof(rel), "/usr/lib/debug/.build-id/%02x/", id[0]);
-	for (size_t i = 1; i < len; i++)
-		n += snprintf(rel + n, sizeof(rel) - (size_t)n, "%02x", id[i]);
-	snprintf(rel + n, sizeof(rel) - (size_t)n, ".debug");
-	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 0 ? rbp_target_path(vm->t, rel, path, cap) :
-				snprintf(path, cap, "%s", rel) < 0)
-			continue;
-		if (rbp_elf_open(path, &dbg))
-			continue;
-		int same = !rbp_elf_build_id(dbg, id2, sizeof(id2), &len2) && len2 == len &&
-			   !memcmp(id, id2, len);
-		rbp_elf_close(dbg);
-		if (same)
-			return RBP_OK;
-	}
-	return RBP_ENOSYM;
-}
-
 /* For a Ruby without .symtab: the symbols of its split debug info. */
 static void open_debug_info(struct rbp_vm *vm)
 {

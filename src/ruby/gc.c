@@ -31,6 +31,37 @@ static int modular_gc(const struct rbp_vm *vm)
 	return 0;
 }
 
+int rv_objspace_check(struct rbp_vm *vm, uint64_t os)
+{
+	const struct rbp_layout *L = vm->L;
+	uint64_t sorted, n, page, start;
+	uint16_t total, slot = L->heap_page.slot_size_base;
+	uint8_t head[RV_HEAP_PAGE_HEAD];
+
+	if (L->shape.heap_pages == RBP_HEAP_PAGES_NONE)
+		return RBP_OK;   /* nothing to check it with */
+	if (rv_word(vm, os + (uint64_t)L->objspace.pages_sorted, &sorted) || !sorted || (sorted & 7))
+		return RBP_ECORRUPT;
+	if (L->shape.heap_pages == RBP_HEAP_PAGES_DARRAY) {
+		if (rv_word(vm, sorted + (uint64_t)L->darray.len, &n) ||
+		    rv_word(vm, sorted + (uint64_t)L->darray.data, &page))
+			return RBP_ECORRUPT;
+	} else if (rv_word(vm, os + (uint64_t)L->objspace.pages_count, &n) ||
+		   rv_word(vm, sorted, &page)) {
+		return RBP_ECORRUPT;
+	}
+	if (n == 0 || n > RV_HEAP_MAX_PAGES || !page || (page & 7) || rv_read(vm, page, head, sizeof(head)))
+		return RBP_ECORRUPT;
+	start = rv_u64(head, L->heap_page.start);
+	memcpy(&total, head + L->heap_page.total_slots, 2);
+	if (L->shape.slot_size == RBP_SLOT_SIZE_PER_PAGE)
+		memcpy(&slot, head + L->heap_page.slot_size, 2);
+	if (!start || (start & 7) || !total || slot < L->heap_page.slot_size_base || slot % 8 ||
+	    (uint64_t)total * slot > L->heap_page.page_size)
+		return RBP_ECORRUPT;
+	return RBP_OK;
+}
+
 /* rb_objspace: read once from the VM, then cached (it never moves). */
 static int objspace(struct rbp_vm *vm, uint64_t *out)
 {

@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define MAX_PAGES (1u << 24)      /* 16M pages: 1 TiB of 64 KiB pages */
-#define PAGE_HEAD 64              /* bytes of struct heap_page we read */
 
 /* Ruby's public type numbers (ruby/internal/value_type.h, unchanged since 2.0). */
 static const char *const type_names[RBP_HEAP_TYPES] = {
@@ -93,7 +91,7 @@ static int flush_run(struct census *c)
 static int count_page(struct census *c, uint64_t page)
 {
 	const struct rbp_layout *L = c->vm->L;
-	uint8_t head[PAGE_HEAD];
+	uint8_t head[RV_HEAP_PAGE_HEAD];
 	uint64_t word;
 	int err;
 
@@ -162,41 +160,11 @@ static int page_array(struct rbp_vm *vm, uint64_t *pages, uint64_t *n)
 		*pages = sorted;
 		err = rv_word(vm, os + (uint64_t)L->objspace.pages_count, n);
 	}
-	if (!err && (*n > MAX_PAGES || (*n && (!*pages || (*pages & 7)))))
+	if (!err && (*n > RV_HEAP_MAX_PAGES || (*n && (!*pages || (*pages & 7)))))
 		err = RBP_ECORRUPT;
 	return err;
 }
 
-int rv_objspace_check(struct rbp_vm *vm, uint64_t os)
-{
-	const struct rbp_layout *L = vm->L;
-	uint64_t sorted, n, page, start;
-	uint16_t total, slot = L->heap_page.slot_size_base;
-	uint8_t head[PAGE_HEAD];
-
-	if (L->shape.heap_pages == RBP_HEAP_PAGES_NONE)
-		return RBP_OK;   /* nothing to check it with */
-	if (rv_word(vm, os + (uint64_t)L->objspace.pages_sorted, &sorted) || !sorted || (sorted & 7))
-		return RBP_ECORRUPT;
-	if (L->shape.heap_pages == RBP_HEAP_PAGES_DARRAY) {
-		if (rv_word(vm, sorted + (uint64_t)L->darray.len, &n) ||
-		    rv_word(vm, sorted + (uint64_t)L->darray.data, &page))
-			return RBP_ECORRUPT;
-	} else if (rv_word(vm, os + (uint64_t)L->objspace.pages_count, &n) ||
-		   rv_word(vm, sorted, &page)) {
-		return RBP_ECORRUPT;
-	}
-	if (n == 0 || n > MAX_PAGES || !page || (page & 7) || rv_read(vm, page, head, sizeof(head)))
-		return RBP_ECORRUPT;
-	start = rv_u64(head, L->heap_page.start);
-	memcpy(&total, head + L->heap_page.total_slots, 2);
-	if (L->shape.slot_size == RBP_SLOT_SIZE_PER_PAGE)
-		memcpy(&slot, head + L->heap_page.slot_size, 2);
-	if (!start || (start & 7) || !total || slot < L->heap_page.slot_size_base || slot % 8 ||
-	    (uint64_t)total * slot > L->heap_page.page_size)
-		return RBP_ECORRUPT;
-	return RBP_OK;
-}
 
 /* Everything that needs the target stopped: the pages and their slots. */
 static int count_pages(struct census *c)

@@ -182,7 +182,7 @@ void rv_gc_mark_threads(struct rbp_vm *vm, struct rbp_stacks *s);
 /* A read of the collector's flags to batch with others: 1 when *req is set. */
 int rv_gc_flags_req(struct rbp_vm *vm, struct rbp_read_req *req);
 
-/* ---- pausing (vm.c) ------------------------------------------------- */
+/* ---- pausing (hold.c) --------------------------------------------- */
 /*
  * Stop every thread of the target (rbp_pause), or only the n threads tids
  * when tids is not NULL, with SIGINT, SIGTERM, SIGHUP
@@ -218,7 +218,7 @@ int rv_merge_owners(const char *ruby_path, const struct rbp_frame *r, size_t n_r
 
 /* ---- discovery (discover.c) ---------------------------------------- */
 int rv_discover(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
-/* The Ruby file's split debug info by build-id (see discover.c); RBP_ENOSYM. */
+/* The Ruby file's split debug info by build-id (layout_source.c); RBP_ENOSYM. */
 int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
 /*
  * Choose vm->L (layout_source.c): from the Ruby file's DWARF or a table,
@@ -227,11 +227,14 @@ int rv_build_id_file(struct rbp_vm *vm, char *path, size_t cap);
  */
 int rv_pick_layout(struct rbp_vm *vm, const struct rbp_vm_opts *opts);
 /*
- * A plausible rb_objspace at os (heap.c): its page array and first page
+ * A plausible rb_objspace at os (gc.c): its page array and first page
  * read as the layout says.  RBP_ECORRUPT when not (a table whose objspace
  * fields moved in this build); RBP_OK when the layout has no heap pages.
  */
 int rv_objspace_check(struct rbp_vm *vm, uint64_t os);
+/* Bounds on what the heap's page array may claim (gc.c, heap.c). */
+#define RV_HEAP_MAX_PAGES (1u << 24)   /* 16M pages: 1 TiB of 64 KiB pages */
+#define RV_HEAP_PAGE_HEAD 64           /* bytes of struct heap_page read */
 /*
  * At attach, once the stacks validated (gc.c): when what the layout names
  * as the collector's objspace does not read as one (a table whose objspace

@@ -1,5 +1,6 @@
 /*
- * vm.c - the life cycle of a struct rbp_vm: attach, inspect, free.
+ * vm.c - the life cycle of a struct rbp_vm (attach, inspect, free) and its
+ * paused reads (threads held through hold.c while the walker reads them).
  */
 #include "ruby/internal.h"
 
@@ -82,60 +83,6 @@ void rbp_vm_stats(const struct rbp_vm *vm, struct rbp_vm_stats *out)
 	*out = vm->stats;
 }
 
-void rbp_stacks_free(struct rbp_stacks *s)
-{
-	free(s->threads);
-	free(s->frames);
-	free(s->pcs);
-	free(s->n_pcs);
-	free(s->merged);
-	memset(s, 0, sizeof(*s));
-}
-
-int rv_pause(struct rbp_vm *vm, const pid_t *tids, size_t n, struct rbp_pause **pause,
-	     sigset_t *old)
-{
-	sigset_t hold;
-	int err;
-
-	/*
-	 * Hold every asynchronous signal while threads are held, so that none
-	 * can stop rbpeek (Ctrl-Z: SIGTSTP, SIGTTIN, SIGTTOU) or kill it (INT,
-	 * TERM, PIPE, XFSZ, ...) with the target frozen: whatever arrives takes
-	 * effect after the release.  SIGKILL and SIGSTOP cannot be held (the
-	 * kernel releases a dead tracer's tracees); faults must not be.
-	 */
-	sigfillset(&hold);
-	sigdelset(&hold, SIGSEGV);
-	sigdelset(&hold, SIGBUS);
-	sigdelset(&hold, SIGFPE);
-	sigdelset(&hold, SIGILL);
-	sigdelset(&hold, SIGTRAP);
-	sigdelset(&hold, SIGSYS);
-	sigdelset(&hold, SIGABRT);
-	sigprocmask(SIG_BLOCK, &hold, old);
-	*pause = NULL;
-	if (!vm->pause && (err = rbp_pause_open(vm->t->pid, &vm->pause)))
-		goto out;
-	rbp_pause_set_budget(vm->pause, (long long)vm->pause_budget_ns);
-	if (!(err = tids ? rbp_pause_hold_tids(vm->pause, tids, n) : rbp_pause_hold(vm->pause)))
-		*pause = vm->pause;
-	if (err == RBP_PAUSE_OVER && (uint64_t)rbp_pause_held_ns(vm->pause) > vm->held_ns)
-		vm->held_ns = (uint64_t)rbp_pause_held_ns(vm->pause);
-out:
-	if (err)
-		sigprocmask(SIG_SETMASK, old, NULL);
-	return err;
-}
-
-void rv_resume(struct rbp_vm *vm, struct rbp_pause *pause, const sigset_t *old)
-{
-	rbp_pause_release(pause);
-	if ((uint64_t)rbp_pause_held_ns(pause) > vm->held_ns)
-		vm->held_ns = (uint64_t)rbp_pause_held_ns(pause);
-	sigprocmask(SIG_SETMASK, old, NULL);
-}
-
 /*
  * Note the thread a read found holding the GVL (tid 0: none), and every
  * thread's rb_thread_t -> tid, to find the next holder from the GVL's
@@ -156,23 +103,6 @@ static void note_gvl_holder(struct rbp_vm *vm, const struct rbp_stacks *s)
 			vm->gvl_th = s->threads[i].addr;
 			return;
 		}
-}
-
-void rv_hold_check(struct rbp_vm *vm)
-{
-	if (vm->holding && vm->pause_budget_ns &&
-	    (uint64_t)rbp_pause_holding_ns(vm->holding) > vm->pause_budget_ns) {
-		vm->over_budget = 1;
-		rv_hold_end(vm);
-	}
-}
-
-void rv_hold_end(struct rbp_vm *vm)
-{
-	if (!vm->holding)
-		return;
-	rv_resume(vm, vm->holding, &vm->holding_old);
-	vm->holding = NULL;
 }
 
 /*
