@@ -9,7 +9,7 @@
 #                         tests/e2e/30-snapshot.rb (every oracle target,
 #                         snapshot exact against its .expect)
 #   arm64/unit/test_*    unit tests on the arm64 kernel (see UNITS)
-#   arm64/machine, arm64/record/threads, arm64/core, arm64/native,
+#   arm64/machine, arm64/record/threads, arm64/core, arm64/native, arm64/top, arm64/agent,
 #   arm64/sampler-bpf, arm64/alloc, arm64/trace-kernel, arm64/heap,
 #   arm64/static          tests/arm64/subset.rb (see there)
 #   arm64/vm              the machine booted (boot time in the note) and
@@ -32,7 +32,7 @@ CACHE = ENV.fetch("RBPEEK_ARM64_CACHE", "/var/cache/rbpeek/arm64")
 # timeout, so its other cases are unconfirmed there).  The subset below
 # covers pausing and the eBPF frame copy end to end.
 UNITS = %w[test_arch test_uprobe].freeze
-SUBSET = %w[machine record/threads sampler-bpf static heap core native alloc trace-kernel].map { |n| "arm64/#{n}" }
+SUBSET = %w[machine record/threads sampler-bpf static top heap core native alloc agent trace-kernel].map { |n| "arm64/#{n}" }
 NAMES = ["arm64/vm", "arm64/build", *UNITS.map { |u| "arm64/unit/#{u}" }, *SUBSET].freeze
 T0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
