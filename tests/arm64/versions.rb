@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 #
-# tests/arm64/versions.rb - Debian's arm64 Ruby 3.3 (and 3.4 once listed) (stripped, no VM
+# tests/arm64/versions.rb - Debian's arm64 Ruby 3.3 and 3.4 (stripped, no VM
 # symbol exported), run INSIDE the arm64 machine
 # (tools/arm64-vm run env BUILD=build-arm64 ruby tests/arm64/versions.rb):
 # their roots (tools/arm64-vm rubies: trixie's ruby3.3, sid plus
@@ -17,7 +17,7 @@
 require_relative "../e2e/lib/chroot"
 include E2E
 
-VERSIONS = %w[3.3].freeze
+VERSIONS = %w[3.3 3.4].freeze
 
 def names(xy)
   TARGET_NAMES.map { |n| "arm64/ruby#{xy}/snapshot/#{n}" } + ["arm64/ruby#{xy}/record/threads"]

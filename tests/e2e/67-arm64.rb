@@ -4,7 +4,7 @@
 # 67-arm64.rb - rbpeek on a real arm64 kernel: the cross-built
 # build-arm64/rbpeek and build-arm64-static/rbpeek (make ARCH=arm64, made
 # here when missing) in the Debian 12 arm64 machine of tools/arm64-vm
-# (qemu-system-aarch64, TCG), on its Ruby 3.1 and 3.3.  Inside the machine:
+# (qemu-system-aarch64, TCG), on its Ruby 3.1, 3.3 and 3.4.  Inside the machine:
 #   arm64/snapshot/..., arm64/snapshot-nonblocking/..., ...
 #                         tests/e2e/30-snapshot.rb (every oracle target,
 #                         snapshot exact against its .expect)
@@ -12,9 +12,9 @@
 #   arm64/machine, arm64/record/threads, arm64/core, arm64/native, arm64/top, arm64/agent,
 #   arm64/sampler-bpf, arm64/alloc, arm64/trace-kernel, arm64/heap,
 #   arm64/static          tests/arm64/subset.rb (see there)
-#   arm64/ruby3.3/...
+#   arm64/ruby3.3/..., arm64/ruby3.4/...
 #                         tests/arm64/versions.rb: Debian's arm64 Ruby 3.3
-#                         (stripped), snapshot exact on every oracle
+#                         and 3.4 (stripped), snapshot exact on every oracle
 #                         target, record on threads (skipped with the reason
 #                         when tools/arm64-vm rubies has not made their disk)
 #   arm64/vm              the machine booted (boot time in the note) and
@@ -38,10 +38,10 @@ CACHE = ENV.fetch("RBPEEK_ARM64_CACHE", "/var/cache/rbpeek/arm64")
 # covers pausing and the eBPF frame copy end to end.
 UNITS = %w[test_arch test_uprobe].freeze
 SUBSET = %w[machine record/threads sampler-bpf static top heap core native alloc agent trace-kernel].map { |n| "arm64/#{n}" }
-# tests/arm64/versions.rb: Debian's arm64 Ruby 3.3 (stripped), in
+# tests/arm64/versions.rb: Debian's arm64 Ruby 3.3 and 3.4 (stripped), in
 # roots on the machine's second disk (tools/arm64-vm rubies)
 TARGETS_RB = Dir.children(File.join(ROOT, "tests", "targets")).grep(/\A[a-z0-9_]+\.rb\z/).map { |f| f.delete_suffix(".rb") }.sort
-VERSIONS = %w[3.3].flat_map do |xy|
+VERSIONS = %w[3.3 3.4].flat_map do |xy|
   TARGETS_RB.map { |n| "arm64/ruby#{xy}/snapshot/#{n}" } + ["arm64/ruby#{xy}/record/threads"]
 end.freeze
 NAMES = ["arm64/vm", "arm64/build", *UNITS.map { |u| "arm64/unit/#{u}" }, *SUBSET, *VERSIONS].freeze
@@ -129,9 +129,9 @@ ver, ver_seen, ver_s = in_vm(%w[ruby tests/arm64/versions.rb], timeout: 900)
 
 if started
   r = run([VM, "stop"], timeout: 60)
-  note = "booted in #{boot} s; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3 #{ver_s} s in the machine"
+  note = "booted in #{boot} s; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3/3.4 #{ver_s} s in the machine"
   r.status&.zero? ? ok("arm64/vm", note) : fail("arm64/vm", "tools/arm64-vm stop #{r.describe}")
 else
-  ok("arm64/vm", "a machine already running; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3 #{ver_s} s")
+  ok("arm64/vm", "a machine already running; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3/3.4 #{ver_s} s")
 end
 finish
