@@ -52,7 +52,8 @@ ruby_builds_ready() {
 
 # True when the arm64 test machine's image is made (tools/arm64-vm).
 arm64_image_ready() {
-	[ -f "${RBPEEK_ARM64_CACHE:-$cache/arm64}/bookworm/READY" ]
+	[ -f "${RBPEEK_ARM64_CACHE:-$cache/arm64}/bookworm/READY" ] &&
+		[ -f "${RBPEEK_ARM64_CACHE:-$cache/arm64}/rubies.img" ]
 }
 
 # True while the background build holds its lock.
@@ -96,6 +97,8 @@ start() {
 		# the arm64 test machine image (debootstrap --arch arm64, CPU under
 		# qemu-user): after the Ruby build, not beside it, on 2 cores
 		timeout "$1" tools/arm64-vm image </dev/null >>"$2" 2>&1 || echo "arm64-vm image failed" >>"$2"
+		# and its Ruby 3.3 and 3.4 (arm64 roots of trixie and sid on a disk of their own)
+		timeout "$1" tools/arm64-vm rubies </dev/null >>"$2" 2>&1 || echo "arm64-vm rubies failed" >>"$2"
 		echo "$rc $(( $(date +%s) - s ))" >"$3"
 		[ "$rc" = 0 ] && rm -f "$4" || date -u +%FT%TZ >"$4"' \
 		_ "$build_limit" "$log" "$status_file" "$stamp" </dev/null >/dev/null 2>&1 &

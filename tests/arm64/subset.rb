@@ -22,11 +22,16 @@
 #   arm64/trace-kernel   the tracer's kernel stream: arm64's syscall names
 #                        (pipe2, write, read, a sleep call; never open/stat/
 #                        poll/pipe, which arm64 does not have)
+#   arm64/top            top -n 1 (text): the spinning thread's leaf first
 #   arm64/heap           heap --json: String and Array counted
+#   arm64/agent          the agent against the ingest stand-in
+#                        (tests/e2e/fixtures/ingest_receiver.rb) on loopback:
+#                        a busy Ruby's pprof arrives, named after it
 #   arm64/static         the static binary alone: no interpreter, snapshot exact
 require_relative "../e2e/lib/e2e"
 require_relative "../e2e/lib/record"
 require_relative "../e2e/lib/trace_check"
+require_relative "../e2e/lib/agent"
 require "fileutils"
 require "timeout"
 include E2E
@@ -106,6 +111,21 @@ end
       end
     rescue RuntimeError => e
       fail("arm64/static", e.message)
+    end
+
+    # top -n 1 (text mode: no terminal): the spinning thread's leaf first
+    test("arm64/top") do
+      leaf = want.last
+      res = rbpeek("top", "--pid", t.pid, "-n", 1, "--delay", 2, timeout: 60)
+      rows = res.stdout.lines.filter_map do |l|
+        m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
+        [m[1].to_f, m[3]]
+      end
+      if !res.status&.zero? then fail("arm64/top", "#{res.describe} #{res.stderr[0, 300]}")
+      elsif res.stdout !~ /pid #{t.pid} \(ruby #{Regexp.escape(RUBY_VERSION)}\)/ then fail("arm64/top", "header: #{res.stdout.lines.first.inspect}")
+      elsif rows.first&.last != leaf then fail("arm64/top", "#{leaf} not the first row: #{rows.first(3).inspect}")
+      else ok("arm64/top", "#{leaf} first, #{rows.first.first}% self")
+      end
     end
 
     test("arm64/heap") do
@@ -196,6 +216,41 @@ rescue RuntimeError, Timeout::Error => e
   fail("arm64/alloc", e.message)
 ensure
   kill_pid(pid) if pid
+end
+
+# The agent against the ingest stand-in of the x86-64 tests
+# (tests/e2e/fixtures/ingest_receiver.rb) on the machine's loopback: a busy
+# Ruby's profile arrives, named after it, its method in the profile's
+# strings (the body is gzip'd pprof; its string table holds the labels).
+test("arm64/agent") do
+  require "zlib"
+  dir = File.join(WORK, "agent")
+  rpid, rport = AgentE2E.start_receiver(File.join(dir, "recv"))
+  script = AgentE2E.busy_script(dir, "arm64")
+  mark = "RBPEEK_ARM64_AGENT_#{$$}"
+  bpid = Process.spawn({ mark => "1", "PYROSCOPE_APPLICATION_NAME" => "arm64busy" }, RUBY, script,
+                       out: File.join(dir, "busy.out"), err: File.join(dir, "busy.out"))
+  register_pid(bpid)
+  AgentE2E.wait_for("the busy script") { File.read(File.join(dir, "busy.out")).include?("ready") }
+  err = File.join(dir, "agent.err")
+  apid, = AgentE2E.start_agent(["--server", "http://127.0.0.1:#{rport}", "--interval", "2", "--require-env", mark], err)
+  mine = nil
+  AgentE2E.wait_for("a payload of arm64busy", 180) do
+    mine = AgentE2E.payloads(File.join(dir, "recv")).find do |pl|
+      pl[:service] == "arm64busy" && Zlib.gunzip(File.binread(pl[:file])).include?("Object#busy_arm64")
+    end
+  end
+  st = AgentE2E.stop_agent(apid)
+  apid = nil
+  if st.exitstatus != 0 then fail("arm64/agent", "the agent exited #{st.inspect}: #{File.read(err)[-300..]}")
+  else ok("arm64/agent", "#{mine[:params]['spyName']} payload of #{File.size(mine[:file])} bytes naming Object#busy_arm64")
+  end
+rescue RuntimeError, Timeout::Error => e
+  fail("arm64/agent", "#{e.message}#{err && File.exist?(err) ? ": #{File.read(err)[-300..]}" : ''}")
+ensure
+  AgentE2E.stop_agent(apid) if apid
+  kill_pid(bpid) if bpid
+  AgentE2E.stop_receiver(rpid) if rpid
 end
 
 test("arm64/trace-kernel") do

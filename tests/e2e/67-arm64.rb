@@ -4,14 +4,22 @@
 # 67-arm64.rb - rbpeek on a real arm64 kernel: the cross-built
 # build-arm64/rbpeek and build-arm64-static/rbpeek (make ARCH=arm64, made
 # here when missing) in the Debian 12 arm64 machine of tools/arm64-vm
-# (qemu-system-aarch64, TCG), on its Ruby 3.1.  Inside the machine:
+# (qemu-system-aarch64, TCG), on its Ruby 3.1, 3.3 and 3.4.  Inside the machine:
 #   arm64/snapshot/..., arm64/snapshot-nonblocking/..., ...
 #                         tests/e2e/30-snapshot.rb (every oracle target,
 #                         snapshot exact against its .expect)
 #   arm64/unit/test_*    unit tests on the arm64 kernel (see UNITS)
-#   arm64/machine, arm64/record/threads, arm64/core, arm64/native,
+#   arm64/machine, arm64/record/threads, arm64/core, arm64/native, arm64/top, arm64/agent,
 #   arm64/sampler-bpf, arm64/alloc, arm64/trace-kernel, arm64/heap,
 #   arm64/static          tests/arm64/subset.rb (see there)
+#   arm64/ruby3.3/..., arm64/ruby3.4/...
+#                         tests/arm64/versions.rb: Debian's arm64 Ruby 3.3
+#                         and 3.4 (stripped), snapshot exact on every oracle
+#                         target, record on threads (skipped with the reason
+#                         when tools/arm64-vm rubies has not made their disk)
+#   arm64/dwarf/ruby3.3   the 3.3 table entry equal to the DWARF of Debian's
+#                         source cross-built unstripped, field by field
+#                         (skipped unless tools/layout/dwarf-aarch64 made it)
 #   arm64/vm              the machine booted (boot time in the note) and
 #                         was stopped again
 # Skipped with the reason when the machine's image is not made (it is
@@ -32,8 +40,13 @@ CACHE = ENV.fetch("RBPEEK_ARM64_CACHE", "/var/cache/rbpeek/arm64")
 # timeout, so its other cases are unconfirmed there).  The subset below
 # covers pausing and the eBPF frame copy end to end.
 UNITS = %w[test_arch test_uprobe].freeze
-SUBSET = %w[machine record/threads sampler-bpf static heap core native alloc trace-kernel].map { |n| "arm64/#{n}" }
-NAMES = ["arm64/vm", "arm64/build", *UNITS.map { |u| "arm64/unit/#{u}" }, *SUBSET].freeze
+SUBSET = %w[machine record/threads sampler-bpf static top heap core native alloc agent trace-kernel].map { |n| "arm64/#{n}" }
+# tests/arm64/versions.rb: Debian's arm64 Ruby 3.3 and 3.4 (stripped), in
+# roots on the machine's second disk (tools/arm64-vm rubies)
+TARGETS_RB = Dir.children(File.join(ROOT, "tests", "targets")).grep(/\A[a-z0-9_]+\.rb\z/).map { |f| f.delete_suffix(".rb") }.sort
+VERSIONS = (%w[3.3 3.4].flat_map { |xy| TARGETS_RB.map { |n| "arm64/ruby#{xy}/snapshot/#{n}" } + ["arm64/ruby#{xy}/record/threads"] } +
+            ["arm64/dwarf/ruby3.3"]).freeze
+NAMES = ["arm64/vm", "arm64/build", *UNITS.map { |u| "arm64/unit/#{u}" }, *SUBSET, *VERSIONS].freeze
 T0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
 def elapsed
@@ -113,12 +126,14 @@ snap, snap_seen, snap_s = in_vm(%w[tests/run 30-snapshot], timeout: 1200)
 fail("arm64/snapshot", "tests/run 30-snapshot in the machine: #{snap.describe}: #{snap.stdout[-600..] || snap.stdout}") if snap_seen.empty?
 sub, sub_seen, sub_s = in_vm(%w[ruby tests/arm64/subset.rb], timeout: 900)
 (SUBSET - sub_seen).each { |n| fail(n, "no result from tests/arm64/subset.rb in the machine: #{sub.describe}: #{(sub.stdout + sub.stderr)[-600..]}") }
+ver, ver_seen, ver_s = in_vm(%w[ruby tests/arm64/versions.rb], timeout: 900)
+(VERSIONS - ver_seen).each { |n| fail(n, "no result from tests/arm64/versions.rb in the machine: #{ver.describe}: #{(ver.stdout + ver.stderr)[-600..]}") }
 
 if started
   r = run([VM, "stop"], timeout: 60)
-  note = "booted in #{boot} s; 30-snapshot #{snap_s} s, subset #{sub_s} s in the machine"
+  note = "booted in #{boot} s; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3/3.4 #{ver_s} s in the machine"
   r.status&.zero? ? ok("arm64/vm", note) : fail("arm64/vm", "tools/arm64-vm stop #{r.describe}")
 else
-  ok("arm64/vm", "a machine already running; 30-snapshot #{snap_s} s, subset #{sub_s} s")
+  ok("arm64/vm", "a machine already running; 30-snapshot #{snap_s} s, subset #{sub_s} s, Ruby 3.3/3.4 #{ver_s} s")
 end
 finish
