@@ -177,6 +177,9 @@ int rbp_waiting_for_work(const char *label, size_t depth, int is_main)
 {
 	if (!strcmp(label, "Kernel#sleep"))
 		return !is_main && depth <= 4;
+	/* the main thread waiting for threads whose own samples show their work */
+	if (!strcmp(label, "Thread#join") || !strcmp(label, "Thread#value"))
+		return is_main;
 	static const char *const waits[] = {
 		"Thread::Mutex#sleep", "Thread::ConditionVariable#wait", "Thread::Queue#pop",
 		"Thread::SizedQueue#pop", "IO.select", "NIO::Selector#select", "TCPServer#accept",

@@ -59,9 +59,10 @@ struct rbp_pthread {
 #define RBP_SAMPLE_ONCPU 1   /* the thread was running on a CPU */
 #define RBP_SAMPLE_GVL 2     /* the thread held the GVL */
 /*
- * The thread was waiting for work: not holding the GVL, not on a CPU, and
- * its innermost frame one of the waits of idle pools and servers
- * (rbp_waiting_for_work).  Outputs leave these out unless asked (--idle).
+ * The thread was waiting for work: not holding the GVL, blocked (or, read
+ * from outside, runnable in the wait: just woken), and its innermost frame
+ * one of the waits of idle pools and servers (rbp_waiting_for_work).
+ * Outputs leave these out unless asked (--idle).
  */
 #define RBP_SAMPLE_IDLE 4
 
@@ -135,10 +136,13 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
 /*
  * Whether a blocked thread whose innermost frame is label, depth frames
  * deep, is waiting for work: a thread pool's condition variable, a queue
- * pop, IO.select or nio4r's selector, accept; or Kernel#sleep at most 4
+ * pop, IO.select or nio4r's selector, accept; Kernel#sleep at most 4
  * frames deep in a thread other than the main one (a background timer
- * loop: puma's reaper, a heartbeat).  Kernel#sleep deeper down,
- * IO#wait_readable, Thread#join, Process.wait, Monitor waits and C calls
+ * loop: puma's reaper, a heartbeat); Thread#join (or #value) in the main
+ * thread, at any depth (it waits for threads whose own samples show their
+ * work: a puma worker's main thread, also once it has worked, booting).
+ * Kernel#sleep deeper down, IO#wait_readable, Thread#join off the main
+ * thread, Process.wait, Monitor waits and C calls
  * into database drivers are not: a request waiting on them is working (a
  * master or main thread that only waits is idle by
  * rbp_profile_mark_idle_threads instead).

@@ -120,7 +120,14 @@ static const char *thread_name(struct loop *l, const struct rbp_thread *th)
 	return name;
 }
 
-static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns, uint8_t flags)
+/*
+ * One sample of th.  runnable_waits: a thread runnable in a wait (no GVL)
+ * may be flagged idle -- read from outside, runnable is not running (a CPU
+ * may not have taken it yet); not for samples of CPU time (--on-cpu, the
+ * in-kernel sampler's).
+ */
+static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns, uint8_t flags,
+		      int runnable_waits)
 {
 	const struct rbp_frame *frames = l->stacks.frames + th->first_frame;
 	const char *name = thread_name(l, th);
@@ -147,11 +154,19 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		return err;
 	if ((err = rbp_profile_thread(l->p, (int32_t)l->t->pid, th->tid, name, &idx)))
 		return err;
-	/* waiting for work: judged by the innermost Ruby-level frame (not --native's) */
+	/*
+	 * waiting for work: judged by the innermost Ruby-level frame (not
+	 * --native's), when the thread does not hold the GVL and is blocked, or
+	 * runnable in the wait: a thread woken from it stays there, runnable,
+	 * until a CPU takes it and it gets the GVL back (milliseconds on a
+	 * loaded machine, at every wake-up) -- no work, as rbp_profile_waiters
+	 * judges it too.
+	 */
 	size_t top = 0;
 	while (top + 1 < th->n_frames && frames[top].kind == RBP_FRAME_NATIVE)
 		top++;
-	if (!(flags & (RBP_SAMPLE_GVL | RBP_SAMPLE_ONCPU)) && th->running <= 0 && !th->gc &&
+	if (!(flags & RBP_SAMPLE_GVL) && !th->gc &&
+	    (runnable_waits || (!(flags & RBP_SAMPLE_ONCPU) && th->running <= 0)) &&
 	    rbp_waiting_for_work(frames[top].label, th->n_frames - top, th->is_main))
 		flags |= RBP_SAMPLE_IDLE;
 	return rbp_profile_add(l->p, t_ns, idx, node, flags);
@@ -232,7 +247,7 @@ static int tick(struct loop *l, uint64_t t_ns, struct rbp_sampler_status *st)
 		}
 		if (l->o->gvl_only && !th->has_gvl)
 			continue;
-		if ((err = add_thread(l, th, t_ns, flags)))
+		if ((err = add_thread(l, th, t_ns, flags, !l->o->on_cpu)))
 			return err;
 		st->samples++;
 	}
@@ -265,7 +280,7 @@ static int on_bpf_sample(void *ctx, const struct rbp_bpf_sample *smp)
 	}
 	uint64_t t_ns = smp->time_ns > bt->start ? smp->time_ns - bt->start : 0;
 	if ((err = add_thread(bt->l, smp->th, t_ns,
-			      RBP_SAMPLE_ONCPU | (smp->th->has_gvl ? RBP_SAMPLE_GVL : 0))))
+			      RBP_SAMPLE_ONCPU | (smp->th->has_gvl ? RBP_SAMPLE_GVL : 0), 0)))
 		return err;
 	bt->st->samples++;
 	return RBP_OK;
@@ -346,7 +361,7 @@ int rbp_sample_add_stack(struct rbp_procset_member *m, const struct rbp_sampler_
 	struct loop l = { .t = m->t, .vm = m->vm, .o = o, .p = p, .stacks = *stacks,
 			  .frame_ids = &m->frame_ids, .tid_names = &m->tid_names };
 
-	return add_thread(&l, th, t_ns, flags);
+	return add_thread(&l, th, t_ns, flags, 0);
 }
 
 /*

@@ -17,6 +17,9 @@ int main(void)
 		CHECK(rbp_waiting_for_work("IO.select", 3, 1));
 		CHECK(rbp_waiting_for_work("NIO::Selector#select", 9, 0));
 		CHECK(!rbp_waiting_for_work("Thread#join", 9, 0));   /* a request's parallel calls */
+		/* the main thread joining its workers (puma's worker, after booting) */
+		CHECK(rbp_waiting_for_work("Thread#join", 9, 1));
+		CHECK(rbp_waiting_for_work("Thread#value", 2, 1));
 		CHECK(!rbp_waiting_for_work("Process.wait", 9, 0));
 		CHECK(!rbp_waiting_for_work("IO#wait_readable", 3, 0));
 		CHECK(!rbp_waiting_for_work("Monitor#wait_for_cond", 3, 0));
