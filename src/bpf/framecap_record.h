@@ -16,6 +16,7 @@
                              * map value is at most 32 KiB) */
 #define FC_EC_HEAD 64       /* bytes of the execution context copied */
 #define FC_ENV_WORDS 3      /* ep[-2], ep[-1], ep[0] per frame */
+#define FC_SPAN 16384       /* bytes of VM stack read at once for the frames' environments */
 #define FC_MAX_COUNTED 32768 /* distinct arguments (classes) counted; more: uncounted */
 /* slots of the per-CPU totals map (counting) */
 #define FC_TOTAL_HITS 0      /* every hit counted */

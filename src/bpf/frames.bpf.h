@@ -10,6 +10,8 @@
 
 #include "framecap_record.h"
 
+#define FC_SPAN_SCAN 8   /* frames looked at for the innermost environment on the stack */
+
 /* The per-CPU record being built: too big for a program's 512-byte stack. */
 #define FC_SCRATCH_MAP(name)                            \
 	struct {                                        \
@@ -18,6 +20,16 @@
 		__type(key, __u32);                     \
 		__type(value, struct fc_record);        \
 	} name SEC(".maps")
+
+/* A stretch of the VM stack, per CPU: the frames' environments, read at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u8[FC_SPAN]);
+} fc_span SEC(".maps");
+
+static const __u32 fc_zero = 0;
 
 /*
  * Copy thread th's frames into rec (tid, probe, time and arg are the
@@ -72,18 +84,55 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layo
 	if (bpf_probe_read_user(rec->data, size, (void *)cfp))
 		return 0;
 	/*
-	 * each frame's environment words, after the frames; a failed read
-	 * leaves zeros (the helper clears its destination), which the reader
-	 * skips
+	 * each frame's environment words, after the frames.  A frame's
+	 * environment is on the VM stack, below the frames, where the frame
+	 * was pushed (unless a block captured it: then on the heap), the
+	 * outermost frames' at its bottom and the innermost's highest.  So
+	 * the stack from its bottom to the innermost environment found in
+	 * the first FC_SPAN_SCAN frames - at most its top FC_SPAN bytes - is
+	 * read in one go and the words are taken from it; the others are
+	 * read one frame at a time.  A failed read leaves zeros (the helper
+	 * clears its destination), which the reader skips.
 	 */
 	__u8 *env = rec->data + size;
+	__u64 hi = 0, from = 0, to = 0;
+	for (__u32 i = 0; i < FC_SPAN_SCAN && i < n; i++) {
+		__u64 at = i * cs + cfp_ep;
+		barrier_var(at);
+		if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
+			break;
+		__u64 ep = *(__u64 *)(rec->data + at);
+		if (ep >= stack + 16 && ep + 8 <= cfp) {
+			hi = ep + 8;
+			break;
+		}
+	}
+	__u8 *span = bpf_map_lookup_elem(&fc_span, &fc_zero);
+	if (span && hi) {
+		from = hi - stack > FC_SPAN ? hi - FC_SPAN : stack;
+		__u64 len = hi - from;
+		barrier_var(len);
+		if (len <= FC_SPAN && !bpf_probe_read_user(span, len, (void *)from))
+			to = hi;
+	}
 	for (__u32 i = 0; i < FC_MAX_FRAMES && i < n; i++) {
 		__u64 at = i * cs + cfp_ep;
 		barrier_var(at);
 		if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
 			break;
 		__u64 ep = *(__u64 *)(rec->data + at);
-		bpf_probe_read_user(env + i * 8 * FC_ENV_WORDS, 8 * FC_ENV_WORDS, (void *)(ep - 16));
+		__u64 *w = (__u64 *)(env + i * 8 * FC_ENV_WORDS);
+		if (span && ep - 16 >= from && ep + 8 <= to) {
+			__u64 off = ep - 16 - from;
+			barrier_var(off);
+			if (off <= FC_SPAN - 8 * FC_ENV_WORDS) {
+				w[0] = *(__u64 *)(span + off);
+				w[1] = *(__u64 *)(span + off + 8);
+				w[2] = *(__u64 *)(span + off + 16);
+				continue;
+			}
+		}
+		bpf_probe_read_user(w, 8 * FC_ENV_WORDS, (void *)(ep - 16));
 	}
 	return FC_HDR + n * (cs + 8 * FC_ENV_WORDS);
 }
