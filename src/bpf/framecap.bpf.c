@@ -43,7 +43,7 @@
 #include "frames.bpf.h"
 
 /* Set by the loader before load (read-only afterwards). */
-const volatile struct fc_layout layout;
+const volatile struct rbp_framecap_layout layout;
 const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0, 1, 2: the first, second, third argument */
 const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
 const volatile __u32 counting;                /* 1: count the hits (see above) */
@@ -130,7 +130,7 @@ static __always_inline void count(__u64 arg)
 
 static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 {
-	struct fc_layout L = layout;
+	struct rbp_framecap_layout L = layout;
 	struct bpf_pidns_info ns;
 	struct config *cfg;
 	struct fc_record *rec;

@@ -31,6 +31,16 @@ struct {
 
 static const __u32 fc_zero = 0;
 
+/* *ep = the environment pointer at offset at of the frames copied; 0 when out of bounds. */
+static __always_inline int fc_ep(const struct fc_record *rec, __u64 at, __u64 *ep)
+{
+	barrier_var(at);   /* bounded in the register used (6.1's verifier) */
+	if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
+		return 0;
+	*ep = *(const __u64 *)(rec->data + at);
+	return 1;
+}
+
 /*
  * Copy thread th's frames into rec (tid, probe, time and arg are the
  * caller's).  Returns the bytes of rec to emit, 0 when there is nothing
@@ -39,7 +49,7 @@ static const __u32 fc_zero = 0;
  * the verifier drops the checks, where it comes from a map they are what
  * lets the verifier accept the variable offsets.
  */
-static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layout *L, __u64 th)
+static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_framecap_layout *L, __u64 th)
 {
 	__u64 cs = L->cfp_size, cfp_ep = L->cfp_ep;
 	__u64 o_cfp = L->ec_cfp, o_stack = L->ec_vm_stack, o_size = L->ec_vm_stack_size;
@@ -95,13 +105,10 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layo
 	 * clears its destination), which the reader skips.
 	 */
 	__u8 *env = rec->data + size;
-	__u64 hi = 0, from = 0, to = 0;
+	__u64 hi = 0, from = 0, to = 0, ep;
 	for (__u32 i = 0; i < FC_SPAN_SCAN && i < n; i++) {
-		__u64 at = i * cs + cfp_ep;
-		barrier_var(at);
-		if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
+		if (!fc_ep(rec, i * cs + cfp_ep, &ep))
 			break;
-		__u64 ep = *(__u64 *)(rec->data + at);
 		if (ep >= stack + 16 && ep + 8 <= cfp) {
 			hi = ep + 8;
 			break;
@@ -116,11 +123,8 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct fc_layo
 			to = hi;
 	}
 	for (__u32 i = 0; i < FC_MAX_FRAMES && i < n; i++) {
-		__u64 at = i * cs + cfp_ep;
-		barrier_var(at);
-		if (at > (__u64)FC_MAX_FRAMES * FC_MAX_CFP - 8)
+		if (!fc_ep(rec, i * cs + cfp_ep, &ep))
 			break;
-		__u64 ep = *(__u64 *)(rec->data + at);
 		__u64 *w = (__u64 *)(env + i * 8 * FC_ENV_WORDS);
 		if (span && ep - 16 >= from && ep + 8 <= to) {
 			__u64 off = ep - 16 - from;
