@@ -162,9 +162,12 @@ static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->arg = arg_of(regs, probe);
 	/* 3, 4. the execution context, the frames and their environments */
-	if (!(size = fc_copy(rec, &L, *thread)))
+	if (!(size = fc_copy(rec, &L, *thread, 0)))
 		return ret;
 	/* 5. out */
+	barrier_var(size);         /* checked in the register passed (6.1's verifier) */
+	if (size > sizeof(*rec))   /* cannot be: for the verifier */
+		return ret;
 	bpf_perf_event_output(regs, &events, BPF_F_CURRENT_CPU, rec, size);
 	return ret;
 }

@@ -26,7 +26,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u8[FC_SPAN]);
+	__type(value, __u8[FC_SPAN + 8 * FC_ENV_WORDS]);   /* room past a masked offset */
 } fc_span SEC(".maps");
 
 static const __u32 fc_zero = 0;
@@ -47,16 +47,22 @@ static __always_inline int fc_ep(const struct fc_record *rec, __u64 at, __u64 *e
  * (no such memory, a thread not started, a layout out of bounds).  The
  * layout's bounds are checked here: where it is constant (read-only data)
  * the verifier drops the checks, where it comes from a map they are what
- * lets the verifier accept the variable offsets.
+ * lets the verifier accept the variable offsets.  use_span (a constant):
+ * the environment words from one read of the stack (see below), else one
+ * read per frame; the uprobe program (framecap.bpf.c) does not use it: with
+ * its layout constant a 6.1 verifier (Debian 12) walks the loops frame by
+ * frame without pruning, and on an arm64 machine under emulation the load
+ * had not ended after 10 minutes.
  */
-static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_framecap_layout *L, __u64 th)
+static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_framecap_layout *L,
+				      __u64 th, const int use_span)
 {
 	__u64 cs = L->cfp_size, cfp_ep = L->cfp_ep;
 	__u64 o_cfp = L->ec_cfp, o_stack = L->ec_vm_stack, o_size = L->ec_vm_stack_size;
 	__u64 cfp, stack, end, n;
 
 	if (cs < 8 || cs > FC_MAX_CFP || cfp_ep > cs - 8 || o_cfp > FC_EC_HEAD - 8 ||
-	    o_stack > FC_EC_HEAD - 8 || o_size > FC_EC_HEAD - 8)
+	    o_stack > FC_EC_HEAD - 8 || o_size > FC_EC_HEAD - 8 || ((o_cfp | o_stack | o_size) & 7))
 		return 0;
 	/* the execution context (read at every hit: a fiber switch changes it) and its head */
 	rec->ec = th + L->thread_ec;
@@ -65,16 +71,19 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_fra
 	if (bpf_probe_read_user(rec->ec_head, sizeof(rec->ec_head), (void *)rec->ec))
 		return 0;
 	/*
-	 * The offsets again, in the registers the loads use: clang may keep
-	 * the checked copy and spill another, whose bound a 6.1 verifier
-	 * (Debian 12's kernel) loses on the way through the stack ("R1
-	 * unbounded memory access"; newer kernels track it).
+	 * The offsets bounded by a mask (the identity on offsets checked
+	 * above), in the registers the loads use: a check leaves clang free to
+	 * keep the checked copy and spill another, whose bound a 6.1 verifier
+	 * (Debian 12's kernel) loses on the way through the stack ("R2
+	 * unbounded memory access"; newer kernels track it); a masked value
+	 * is bounded in every copy.
 	 */
 	barrier_var(o_cfp);
 	barrier_var(o_stack);
 	barrier_var(o_size);
-	if (o_cfp > FC_EC_HEAD - 8 || o_stack > FC_EC_HEAD - 8 || o_size > FC_EC_HEAD - 8)
-		return 0;
+	o_cfp &= FC_EC_HEAD - 8;
+	o_stack &= FC_EC_HEAD - 8;
+	o_size &= FC_EC_HEAD - 8;
 	cfp = *(__u64 *)(rec->ec_head + o_cfp);
 	stack = *(__u64 *)(rec->ec_head + o_stack);
 	end = stack + (*(__u64 *)(rec->ec_head + o_size) << 3);
@@ -106,7 +115,7 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_fra
 	 */
 	__u8 *env = rec->data + size;
 	__u64 hi = 0, from = 0, to = 0, ep;
-	for (__u32 i = 0; i < FC_SPAN_SCAN && i < n; i++) {
+	for (__u32 i = 0; use_span && i < FC_SPAN_SCAN && i < n; i++) {
 		if (!fc_ep(rec, i * cs + cfp_ep, &ep))
 			break;
 		if (ep >= stack + 16 && ep + 8 <= cfp) {
@@ -114,7 +123,7 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_fra
 			break;
 		}
 	}
-	__u8 *span = bpf_map_lookup_elem(&fc_span, &fc_zero);
+	__u8 *span = use_span ? bpf_map_lookup_elem(&fc_span, &fc_zero) : NULL;
 	if (span && hi) {
 		from = hi - stack > FC_SPAN ? hi - FC_SPAN : stack;
 		__u64 len = hi - from;
@@ -128,8 +137,9 @@ static __always_inline __u32 fc_copy(struct fc_record *rec, const struct rbp_fra
 		__u64 *w = (__u64 *)(env + i * 8 * FC_ENV_WORDS);
 		if (span && ep - 16 >= from && ep + 8 <= to) {
 			__u64 off = ep - 16 - from;
-			barrier_var(off);
 			if (off <= FC_SPAN - 8 * FC_ENV_WORDS) {
+				barrier_var(off);
+				off &= FC_SPAN - 1;   /* bounded in every copy (as above) */
 				w[0] = *(__u64 *)(span + off);
 				w[1] = *(__u64 *)(span + off + 8);
 				w[2] = *(__u64 *)(span + off + 16);

@@ -107,7 +107,7 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	rec->probe = 0;
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->arg = tgid;
-	if (!(size = fc_copy(rec, L, *thread)))
+	if (!(size = fc_copy(rec, L, *thread, 1)))
 		return 0;
 	/* the collector's phase at this tick: during_gc and the mode, in one read */
 	if (L->gc_len)
