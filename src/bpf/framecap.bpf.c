@@ -43,7 +43,7 @@
 #include "frames.bpf.h"
 
 /* Set by the loader before load (read-only afterwards). */
-const volatile struct fc_layout layout;
+const volatile struct rbp_framecap_layout layout;
 const volatile __u8 arg_reg[FC_MAX_PROBES];   /* 0, 1, 2: the first, second, third argument */
 const volatile __u64 pidns_dev, pidns_ino;    /* the reader's PID namespace */
 const volatile __u32 counting;                /* 1: count the hits (see above) */
@@ -130,7 +130,7 @@ static __always_inline void count(__u64 arg)
 
 static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 {
-	struct fc_layout L = layout;
+	struct rbp_framecap_layout L = layout;
 	struct bpf_pidns_info ns;
 	struct config *cfg;
 	struct fc_record *rec;
@@ -162,9 +162,12 @@ static __always_inline int copy_frames(struct pt_regs *regs, __u32 probe)
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->arg = arg_of(regs, probe);
 	/* 3, 4. the execution context, the frames and their environments */
-	if (!(size = fc_copy(rec, &L, *thread)))
+	if (!(size = fc_copy(rec, &L, *thread, 0)))
 		return ret;
 	/* 5. out */
+	barrier_var(size);         /* checked in the register passed (6.1's verifier) */
+	if (size > sizeof(*rec))   /* cannot be: for the verifier */
+		return ret;
 	bpf_perf_event_output(regs, &events, BPF_F_CURRENT_CPU, rec, size);
 	return ret;
 }

@@ -1,21 +1,24 @@
 /*
- * framecap_record.h - what the frame-copying eBPF program
- * (src/bpf/framecap.bpf.c) and its loader (src/proc/framecap.c) share:
- * the layout of the interpreter's structures the program is given before
- * load, and the record it emits.  Plain fixed-width types only: this header
- * is compiled both by clang -target bpf and by the host compiler.
+ * framecap_record.h - what the frame-copying eBPF programs
+ * (src/bpf/framecap.bpf.c, oncpu.bpf.c) and their loaders and readers
+ * (src/proc/framecap.c, oncpu.c, bpfcommon.c; the limits and the layout
+ * through proc/framecap.h) share, defined here only: the limits, the
+ * layout of the interpreter's structures a program is given, and the
+ * record it emits.  Plain fixed-width types only: this header is compiled
+ * both by clang -target bpf and by the host compiler (libbpf-tools' way).
  */
 #ifndef RBP_BPF_FRAMECAP_RECORD_H
 #define RBP_BPF_FRAMECAP_RECORD_H
 
 #include <linux/types.h>
 
-#define FC_MAX_FRAMES 256   /* control frames copied per hit (RBP_FRAMECAP_MAX_FRAMES) */
+#define FC_MAX_FRAMES 256   /* control frames copied per hit */
 #define FC_MAX_PROBES 8     /* programs in the object, one per probe */
 #define FC_MAX_CFP 96       /* largest control frame the record has room for (a per-CPU
                              * map value is at most 32 KiB) */
 #define FC_EC_HEAD 64       /* bytes of the execution context copied */
 #define FC_ENV_WORDS 3      /* ep[-2], ep[-1], ep[0] per frame */
+#define FC_SPAN 16384       /* bytes of VM stack read at once for the frames' environments */
 #define FC_MAX_COUNTED 32768 /* distinct arguments (classes) counted; more: uncounted */
 /* slots of the per-CPU totals map (counting) */
 #define FC_TOTAL_HITS 0      /* every hit counted */
@@ -24,8 +27,12 @@
 #define FC_GC_FLAGS 128     /* bytes of rb_objspace's head copied for the collector's phase
                              * (RV_GC_FLAGS_MAX) */
 
-/* Where things are in the interpreter's structures (bytes); see rbp_framecap_layout. */
-struct fc_layout {
+/*
+ * Where things are in the interpreter's structures (bytes): the framecap
+ * program gets it as read-only data before load, the oncpu program per
+ * process in its procs map.
+ */
+struct rbp_framecap_layout {
 	__s32 thread_ec;         /* in the thread: the ec pointer (or the ec itself) */
 	__u32 ec_embedded;       /* 1: thread + thread_ec is the ec */
 	__u32 ec_vm_stack;       /* in the ec: the VM stack (pointer) */
@@ -34,7 +41,8 @@ struct fc_layout {
 	__u32 cfp_size;          /* one control frame */
 	__u32 cfp_ep;            /* in a control frame: its environment pointer */
 	__u32 gc_len;            /* 0: no collector's flags to copy; else copy FC_GC_FLAGS bytes
-	                          * at gc_addr (the oncpu program only) */
+	                          * at gc_addr (the oncpu program only; the bytes the
+	                          * decoder uses) */
 	__u64 gc_addr;           /* rb_objspace: its flags say whether the collector runs */
 	__u64 gvl_addr;          /* where the VM names the GVL's owner (a thread), 0 unknown
 	                          * (the oncpu program only) */

@@ -18,7 +18,7 @@
  * word naming the GVL's owner (whether the sampled thread holds it).
  *
  * Maps, filled by user space:
- *   procs    tgid -> struct fc_layout of its interpreter (a process watched)
+ *   procs    tgid -> struct rbp_framecap_layout of its interpreter (a process watched)
  *   threads  tid -> thread descriptor address (rb_thread_t *)
  * Output: records (struct fc_record, arg = the process id) in the ring
  * buffer "samples"; counters per CPU in "counts" (ticks on a watched
@@ -43,7 +43,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);      /* tgid */
-	__type(value, struct fc_layout);
+	__type(value, struct rbp_framecap_layout);
 } procs SEC(".maps");
 
 struct {
@@ -79,7 +79,7 @@ SEC("perf_event")
 int on_tick(struct bpf_perf_event_data *ctx)
 {
 	struct bpf_pidns_info ns;
-	struct fc_layout *L;
+	struct rbp_framecap_layout *L;
 	struct fc_record *rec;
 	__u64 *thread;
 	__u32 zero = 0, tid, tgid;
@@ -107,7 +107,7 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	rec->probe = 0;
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->arg = tgid;
-	if (!(size = fc_copy(rec, L, *thread)))
+	if (!(size = fc_copy(rec, L, *thread, 1)))
 		return 0;
 	/* the collector's phase at this tick: during_gc and the mode, in one read */
 	if (L->gc_len)

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -103,6 +106,59 @@ int rbp_bpf_code(int e)
 	       : e == ENOSYS || e == EOPNOTSUPP || e == ENOENT ? RBP_ENOUPROBE
 	       : e == ENOMEM ? RBP_ENOMEM
 	       : RBP_EINVAL;
+}
+
+size_t rbp_bpf_cpu_count(void)
+{
+	int n = libbpf_num_possible_cpus();
+	return n > 0 ? (size_t)n : 1;
+}
+
+int rbp_bpf_cpu_events_open(struct rbp_bpf_cpu_events *ev, uint32_t config, uint64_t period,
+			    uint64_t sample_type, int strict,
+			    int (*each)(void *ctx, size_t cpu, int fd, char *why, size_t why_len),
+			    void *ctx, char *why, size_t why_len)
+{
+	struct perf_event_attr a;
+	int err;
+
+	*ev = (struct rbp_bpf_cpu_events){ .n = rbp_bpf_cpu_count() };
+	if (!(ev->fd = malloc(ev->n * sizeof(*ev->fd))))
+		return RBP_ENOMEM;
+	for (size_t i = 0; i < ev->n; i++)
+		ev->fd[i] = -1;
+	memset(&a, 0, sizeof(a));
+	a.type = PERF_TYPE_SOFTWARE;
+	a.size = sizeof(a);
+	a.config = config;
+	a.sample_period = period;
+	a.sample_type = sample_type;
+	for (size_t i = 0; i < ev->n; i++) {
+		int fd = (int)syscall(SYS_perf_event_open, &a, -1, (int)i, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+			ev->open_errno = e;
+			ev->open_cpu = i;
+			if (e == ENODEV || !strict)
+				continue;   /* an offline CPU runs nothing */
+			ev->open_failed = 1;
+			return e == EACCES || e == EPERM ? RBP_EPERM : rbp_perf_errno(e);
+		}
+		ev->fd[i] = fd;
+		ev->opened++;
+		if (each && (err = each(ctx, i, fd, why, why_len)))
+			return err;
+	}
+	return RBP_OK;
+}
+
+void rbp_bpf_cpu_events_close(struct rbp_bpf_cpu_events *ev)
+{
+	for (size_t i = 0; ev->fd && i < ev->n; i++)
+		if (ev->fd[i] >= 0)
+			close(ev->fd[i]);
+	free(ev->fd);
+	*ev = (struct rbp_bpf_cpu_events){ 0 };
 }
 
 int rbp_bpf_sync_threads(int map, pid_t **known, size_t *n_known, const pid_t *tids,

@@ -39,6 +39,40 @@ void rbp_bpf_explain(char *why, size_t why_len, const char *what, int e, const s
 int rbp_bpf_code(int e);
 
 /*
+ * One software perf event per CPU (PERF_TYPE_SOFTWARE, config, period,
+ * sample_type): the BPF output rings of framecap.c, the sampling clocks of
+ * oncpu.c.
+ */
+struct rbp_bpf_cpu_events {
+	int *fd;           /* per CPU (0 .. n-1), -1 where none is open; owned, the caller
+			    * closes what it keeps open and frees */
+	size_t n;          /* CPUs (libbpf's possible CPUs, at least 1) */
+	size_t opened;     /* events opened */
+	int open_errno;    /* the last open that failed: its errno (0 none) ... */
+	size_t open_cpu;   /* ... and CPU */
+	int open_failed;   /* 1: the open of open_cpu is what failed (strict) */
+};
+
+/* The CPUs rbp_bpf_cpu_events_open() opens an event on (libbpf's possible CPUs, at least 1). */
+size_t rbp_bpf_cpu_count(void);
+/*
+ * Open the event on every CPU, in order, and hand each to each(ctx, cpu,
+ * fd, why, why_len) (NULL: none), whose first nonzero return stops and is
+ * returned (with its sentence in why).  A
+ * CPU that is offline (ENODEV) is skipped; so is one whose open fails
+ * otherwise unless strict, when that ends it with open_failed set and
+ * RBP_EPERM (EPERM, EACCES) or another RBP_E* code.  RBP_ENOMEM.  Opening
+ * none is not an error here (opened says so).  ev's fds are left for the
+ * caller to close (rbp_bpf_cpu_events_close), also on failure.
+ */
+int rbp_bpf_cpu_events_open(struct rbp_bpf_cpu_events *ev, uint32_t config, uint64_t period,
+			    uint64_t sample_type, int strict,
+			    int (*each)(void *ctx, size_t cpu, int fd, char *why, size_t why_len),
+			    void *ctx, char *why, size_t why_len);
+/* Close ev's fds (those >= 0: set one to -1 when something else owns it now), free it. */
+void rbp_bpf_cpu_events_close(struct rbp_bpf_cpu_events *ev);
+
+/*
  * Hash map fd map (u32 tid -> u64 thread) to hold tids[i] -> threads[i]:
  * the tids of *known (those put there before) not given are deleted, and
  * *known becomes tids.  RBP_OK or an RBP_E* code.

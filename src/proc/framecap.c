@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -38,9 +37,6 @@
 #define ENV_BYTES (8 * FC_ENV_WORDS)
 #define RING_PAGES 64      /* per CPU: 256 KiB, a dozen deep stacks */
 
-_Static_assert(FC_MAX_FRAMES == RBP_FRAMECAP_MAX_FRAMES, "one limit");
-_Static_assert(FC_MAX_PROBES == RBP_FRAMECAP_MAX_PROBES, "one limit");
-_Static_assert(FC_MAX_COUNTED == RBP_FRAMECAP_MAX_COUNTED, "one limit");
 _Static_assert(FC_HDR == offsetof(struct fc_record, data), "record header");
 
 struct rbp_framecap {
@@ -48,9 +44,8 @@ struct rbp_framecap {
 	struct rbp_framecap_layout L;
 	int prog[RBP_FRAMECAP_MAX_PROBES];
 	size_t n_probes;
-	int *cpu_fd;                 /* BPF-output perf event per CPU, -1 offline */
+	struct rbp_bpf_cpu_events cpus;   /* BPF-output perf event per CPU */
 	struct rbp_perf_ring *ring;  /* ... and its ring */
-	size_t n_cpus;
 	uint8_t *buf;                /* one record copied out of a ring */
 	size_t buf_cap;
 	int stats_fd;                /* BPF_ENABLE_STATS while held, -1 */
@@ -62,45 +57,35 @@ struct rbp_framecap {
 
 /* ---- rings --------------------------------------------------------------- */
 
-/* One BPF-output perf event and ring per CPU, registered in the events map. */
+/* The ring of CPU cpu's BPF-output perf event fd, registered in the events map. */
+static int ring_of(void *ctx, size_t cpu, int fd, char *why, size_t why_len)
+{
+	struct rbp_framecap *c = ctx;
+	uint32_t key = (uint32_t)cpu;
+	int err = rbp_perf_ring_map(&c->ring[cpu], fd, RING_PAGES, 8);
+
+	if (!err && bpf_map_update_elem(bpf_map__fd(c->skel->maps.events), &key, &fd, BPF_ANY))
+		err = rbp_perf_errno(errno);
+	if (err)
+		snprintf(why, why_len, "cannot set up the BPF output ring of CPU %zu: %s", cpu,
+			 rbp_strerror(err));
+	return err;
+}
+
+/* One BPF-output perf event and ring per CPU (a CPU whose event cannot be opened is left out). */
 static int open_rings(struct rbp_framecap *c, char *why, size_t why_len)
 {
-	int events = bpf_map__fd(c->skel->maps.events);
-	size_t opened = 0;
-	int n = libbpf_num_possible_cpus();
+	int err;
 
-	c->n_cpus = n > 0 ? (size_t)n : 1;
-	if (!(c->cpu_fd = malloc(c->n_cpus * sizeof(*c->cpu_fd))) ||
-	    !(c->ring = calloc(c->n_cpus, sizeof(*c->ring))))
+	if (!(c->ring = calloc(rbp_bpf_cpu_count(), sizeof(*c->ring))))
 		return RBP_ENOMEM;
-	for (size_t i = 0; i < c->n_cpus; i++)
-		c->cpu_fd[i] = -1;
-	for (size_t i = 0; i < c->n_cpus; i++) {
-		struct perf_event_attr a;
-		memset(&a, 0, sizeof(a));
-		a.type = PERF_TYPE_SOFTWARE;
-		a.size = sizeof(a);
-		a.config = PERF_COUNT_SW_BPF_OUTPUT;
-		a.sample_period = 1;
-		a.sample_type = PERF_SAMPLE_RAW;
-		uint32_t key = (uint32_t)i;
-		int fd = (int)syscall(SYS_perf_event_open, &a, -1, (int)i, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0)
-			continue;   /* an offline CPU runs nothing */
-		c->cpu_fd[i] = fd;
-		int err = rbp_perf_ring_map(&c->ring[i], fd, RING_PAGES, 8);
-		if (!err && bpf_map_update_elem(events, &key, &fd, BPF_ANY))
-			err = rbp_perf_errno(errno);
-		if (err) {
-			snprintf(why, why_len, "cannot set up the BPF output ring of CPU %zu: %s", i,
-				 rbp_strerror(err));
-			return err;
-		}
-		opened++;
-	}
-	if (!opened) {
-		snprintf(why, why_len, "cannot open BPF output perf events: %s", strerror(errno));
-		return rbp_perf_errno(errno);
+	if ((err = rbp_bpf_cpu_events_open(&c->cpus, PERF_COUNT_SW_BPF_OUTPUT, 1, PERF_SAMPLE_RAW, 0,
+					   ring_of, c, why, why_len)))
+		return err;
+	if (!c->cpus.opened) {
+		snprintf(why, why_len, "cannot open BPF output perf events: %s",
+			 strerror(c->cpus.open_errno));
+		return rbp_perf_errno(c->cpus.open_errno);
 	}
 	return RBP_OK;
 }
@@ -109,10 +94,10 @@ static int open_rings(struct rbp_framecap *c, char *why, size_t why_len)
 
 static int layout_ok(const struct rbp_framecap_layout *L)
 {
-	return L->cfp_size && L->cfp_size <= FC_MAX_CFP && L->cfp_ep >= 0 &&
-	       L->cfp_ep + 8 <= L->cfp_size && L->ec_cfp >= 0 && L->ec_cfp + 8 <= FC_EC_HEAD &&
-	       L->ec_vm_stack >= 0 && L->ec_vm_stack + 8 <= FC_EC_HEAD &&
-	       L->ec_vm_stack_size >= 0 && L->ec_vm_stack_size + 8 <= FC_EC_HEAD;
+	/* unsigned: an offset below 0 is out of bounds too */
+	return L->cfp_size && L->cfp_size <= FC_MAX_CFP && L->cfp_ep <= L->cfp_size - 8 &&
+	       L->ec_cfp <= FC_EC_HEAD - 8 && L->ec_vm_stack <= FC_EC_HEAD - 8 &&
+	       L->ec_vm_stack_size <= FC_EC_HEAD - 8;
 }
 
 /* Open the skeleton, set its read-only data, load the probes' programs. */
@@ -130,10 +115,8 @@ static int load(struct rbp_framecap *c, const uint8_t *arg_reg, pid_t count_pid,
 	}
 	*c->skel->rodata = (struct framecap_bpf__rodata){
 		.layout = { .thread_ec = L->thread_ec, .ec_embedded = L->ec_embedded,
-			    .ec_vm_stack = (uint32_t)L->ec_vm_stack,
-			    .ec_vm_stack_size = (uint32_t)L->ec_vm_stack_size,
-			    .ec_cfp = (uint32_t)L->ec_cfp, .cfp_size = L->cfp_size,
-			    .cfp_ep = (uint32_t)L->cfp_ep },
+			    .ec_vm_stack = L->ec_vm_stack, .ec_vm_stack_size = L->ec_vm_stack_size,
+			    .ec_cfp = L->ec_cfp, .cfp_size = L->cfp_size, .cfp_ep = L->cfp_ep },
 		.pidns_dev = (uint64_t)ns->st_dev,
 		.pidns_ino = (uint64_t)ns->st_ino,
 		.counting = count_pid > 0,
@@ -317,7 +300,7 @@ int rbp_framecap_read(struct rbp_framecap *c,
 			return RBP_ENOMEM;
 		c->buf_cap = need;
 	}
-	for (size_t i = 0; i < c->n_cpus; i++)
+	for (size_t i = 0; i < c->cpus.n; i++)
 		if (c->ring[i].base && (err = rbp_perf_ring_drain(&c->ring[i], c->buf, c->buf_cap,
 								  on_record, &rc)))
 			return err;
@@ -352,16 +335,12 @@ void rbp_framecap_close(struct rbp_framecap *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; c->cpu_fd && i < c->n_cpus; i++) {
-		if (c->ring)
-			rbp_perf_ring_unmap(&c->ring[i]);
-		if (c->cpu_fd[i] >= 0)
-			close(c->cpu_fd[i]);
-	}
+	for (size_t i = 0; c->ring && i < c->cpus.n; i++)
+		rbp_perf_ring_unmap(&c->ring[i]);
+	rbp_bpf_cpu_events_close(&c->cpus);
 	if (c->stats_fd >= 0)
 		close(c->stats_fd);
 	framecap_bpf__destroy(c->skel);
-	free(c->cpu_fd);
 	free(c->ring);
 	free(c->buf);
 	free(c->known);

@@ -44,24 +44,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define RBP_FRAMECAP_MAX_FRAMES 256   /* control frames copied per hit */
-#define RBP_FRAMECAP_GC_FLAGS 128     /* bytes of rb_objspace's head copied (oncpu) */
-#define RBP_FRAMECAP_MAX_PROBES 8
-#define RBP_FRAMECAP_MAX_COUNTED 32768   /* distinct arguments counted (count_pid) */
+/*
+ * The limits and struct rbp_framecap_layout (where things are in the
+ * interpreter's structures) are the eBPF programs' own, shared with them.
+ */
+#include "bpf/framecap_record.h"
 
-/* Where things are in the interpreter's structures (bytes). */
-struct rbp_framecap_layout {
-	int16_t thread_ec;        /* in the thread: the ec pointer (or the ec itself) */
-	uint8_t ec_embedded;      /* 1: thread + thread_ec is the ec */
-	int16_t ec_vm_stack;      /* in the ec: the VM stack (pointer) */
-	int16_t ec_vm_stack_size; /* ... its size in words */
-	int16_t ec_cfp;           /* ... the innermost control frame (pointer) */
-	uint16_t cfp_size;        /* one control frame */
-	int16_t cfp_ep;           /* in a control frame: its environment pointer */
-	uint64_t gc_addr;         /* the in-kernel sampler (oncpu.c) only: rb_objspace, whose */
-	uint32_t gc_len;          /* head it copies at each tick; gc_len 0: none */
-	uint64_t gvl_addr;        /* ... and where the VM names the GVL's owner, 0 unknown */
-};
+#define RBP_FRAMECAP_MAX_FRAMES FC_MAX_FRAMES     /* control frames copied per hit */
+#define RBP_FRAMECAP_GC_FLAGS FC_GC_FLAGS         /* bytes of rb_objspace's head copied (oncpu) */
+#define RBP_FRAMECAP_MAX_PROBES FC_MAX_PROBES
+#define RBP_FRAMECAP_MAX_COUNTED FC_MAX_COUNTED   /* distinct arguments counted (count_pid) */
 
 /* One copy, as read back (pointers into the reader's buffer: valid in the callback). */
 struct rbp_framecap_record {

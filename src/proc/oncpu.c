@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -38,8 +37,7 @@ struct proc {
 struct rbp_oncpu {
 	struct oncpu_bpf *skel;
 	struct bpf_link **links;    /* per CPU, NULL where the CPU is offline */
-	int *cpu_fd;                /* the clock event per CPU, -1 offline */
-	size_t n_cpus;
+	struct rbp_bpf_cpu_events cpus;   /* the clock event per CPU (those not a link's yet) */
 	struct ring_buffer *rb;
 	struct proc *procs;
 	size_t n_procs, cap_procs;
@@ -52,46 +50,36 @@ struct rbp_oncpu {
 
 /* ---- open ------------------------------------------------------------------ */
 
+/* The program attached to CPU cpu's clock event fd (a libbpf link, which then owns fd). */
+static int attach_clock(void *ctx, size_t cpu, int fd, char *why, size_t why_len)
+{
+	struct rbp_oncpu *s = ctx;
+
+	if (!s->links && !(s->links = calloc(s->cpus.n, sizeof(*s->links))))
+		return RBP_ENOMEM;
+	if (!(s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.on_tick, fd))) {
+		int e = errno;
+		snprintf(why, why_len, "cannot attach the eBPF program to CPU %zu's clock: %s",
+			 cpu, strerror(e));
+		return rbp_bpf_code(e);
+	}
+	s->cpus.fd[cpu] = -1;   /* the link's now */
+	return RBP_OK;
+}
+
 /* A clock event on every online CPU, the program attached to each (libbpf links). */
 static int attach_clocks(struct rbp_oncpu *s, uint32_t rate_hz, char *why, size_t why_len)
 {
-	int n = libbpf_num_possible_cpus(), e = 0;
-	size_t opened = 0;
+	int err = rbp_bpf_cpu_events_open(&s->cpus, PERF_COUNT_SW_CPU_CLOCK,
+					  1000000000ull / rate_hz,   /* ns of CPU time */
+					  0, 1, attach_clock, s, why, why_len);
 
-	s->n_cpus = n > 0 ? (size_t)n : 1;
-	if (!(s->cpu_fd = malloc(s->n_cpus * sizeof(*s->cpu_fd))) ||
-	    !(s->links = calloc(s->n_cpus, sizeof(*s->links))))
-		return RBP_ENOMEM;
-	for (size_t i = 0; i < s->n_cpus; i++)
-		s->cpu_fd[i] = -1;
-	for (size_t i = 0; i < s->n_cpus; i++) {
-		struct perf_event_attr a;
-		memset(&a, 0, sizeof(a));
-		a.type = PERF_TYPE_SOFTWARE;
-		a.size = sizeof(a);
-		a.config = PERF_COUNT_SW_CPU_CLOCK;
-		a.sample_period = 1000000000ull / rate_hz;   /* ns of CPU time */
-		int fd = (int)syscall(SYS_perf_event_open, &a, -1, (int)i, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0) {
-			e = errno;
-			if (e == ENODEV)
-				continue;   /* an offline CPU */
-			snprintf(why, why_len, "cannot open a CPU clock perf event on CPU %zu: %s", i,
-				 strerror(e));
-			return e == EACCES || e == EPERM ? RBP_EPERM : rbp_perf_errno(e);
-		}
-		s->cpu_fd[i] = fd;
-		s->links[i] = bpf_program__attach_perf_event(s->skel->progs.on_tick, fd);
-		if (!s->links[i]) {
-			e = errno;
-			s->links[i] = NULL;
-			snprintf(why, why_len, "cannot attach the eBPF program to CPU %zu's clock: %s", i,
-				 strerror(e));
-			return rbp_bpf_code(e);
-		}
-		opened++;
-	}
-	if (!opened) {
+	if (err && s->cpus.open_failed)
+		snprintf(why, why_len, "cannot open a CPU clock perf event on CPU %zu: %s",
+			 s->cpus.open_cpu, strerror(s->cpus.open_errno));
+	if (err)
+		return err;
+	if (!s->cpus.opened) {
 		snprintf(why, why_len, "no CPU clock perf event could be opened");
 		return RBP_ENOUPROBE;
 	}
@@ -178,12 +166,6 @@ static struct proc *find(struct rbp_oncpu *s, pid_t pid)
 
 int rbp_oncpu_watch(struct rbp_oncpu *s, pid_t pid, const struct rbp_framecap_layout *L)
 {
-	struct fc_layout v = {
-		.thread_ec = L->thread_ec, .ec_embedded = L->ec_embedded,
-		.ec_vm_stack = (uint32_t)L->ec_vm_stack, .ec_vm_stack_size = (uint32_t)L->ec_vm_stack_size,
-		.ec_cfp = (uint32_t)L->ec_cfp, .cfp_size = L->cfp_size, .cfp_ep = (uint32_t)L->cfp_ep,
-		.gc_len = L->gc_len, .gc_addr = L->gc_addr, .gvl_addr = L->gvl_addr,
-	};
 	uint32_t key = (uint32_t)pid;
 	struct proc *p;
 	int err;
@@ -197,7 +179,7 @@ int rbp_oncpu_watch(struct rbp_oncpu *s, pid_t pid, const struct rbp_framecap_la
 		*p = (struct proc){ .pid = pid };
 	}
 	p->cfp_size = L->cfp_size;
-	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &v, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, L, BPF_ANY))
 		return rbp_perf_errno(errno);
 	return RBP_OK;
 }
@@ -266,7 +248,7 @@ int rbp_oncpu_enable_stats(struct rbp_oncpu *s)
 
 void rbp_oncpu_stats(const struct rbp_oncpu *s, struct rbp_oncpu_stats *out)
 {
-	uint64_t *v = calloc(s->n_cpus, sizeof(*v));
+	uint64_t *v = calloc(s->cpus.n, sizeof(*v));
 	uint64_t *sums[C_N] = { &out->watched, &out->copied, &out->dropped, &out->no_thread };
 	struct bpf_prog_info info;
 	uint32_t len = sizeof(info);
@@ -275,7 +257,7 @@ void rbp_oncpu_stats(const struct rbp_oncpu *s, struct rbp_oncpu_stats *out)
 	out->records = s->records;
 	for (uint32_t k = 0; v && k < C_N; k++)
 		if (!bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counts), &k, v))
-			for (size_t i = 0; i < s->n_cpus; i++)
+			for (size_t i = 0; i < s->cpus.n; i++)
 				*sums[k] += v[i];
 	free(v);
 	memset(&info, 0, sizeof(info));
@@ -290,11 +272,10 @@ void rbp_oncpu_close(struct rbp_oncpu *s)
 	if (!s)
 		return;
 	/* a perf event's link owns its event (destroying it closes the fd) */
-	for (size_t i = 0; s->cpu_fd && i < s->n_cpus; i++)
-		if (s->links && s->links[i])
+	for (size_t i = 0; s->links && i < s->cpus.n; i++)
+		if (s->links[i])
 			bpf_link__destroy(s->links[i]);
-		else if (s->cpu_fd[i] >= 0)
-			close(s->cpu_fd[i]);
+	rbp_bpf_cpu_events_close(&s->cpus);
 	ring_buffer__free(s->rb);
 	if (s->stats_fd >= 0)
 		close(s->stats_fd);
@@ -303,6 +284,5 @@ void rbp_oncpu_close(struct rbp_oncpu *s)
 		free(s->procs[i].tids);
 	free(s->procs);
 	free(s->links);
-	free(s->cpu_fd);
 	free(s);
 }
