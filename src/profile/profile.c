@@ -173,8 +173,11 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
 	return depth;
 }
 
-int rbp_waiting_for_work(const char *label, size_t depth, int is_main)
+int rbp_waiting_for_work(const char *label, const char *caller, size_t depth, int is_main)
 {
+	/* puma's keep-alive: between two requests of one connection, no request runs */
+	if (!strcmp(label, "IO#wait_readable"))
+		return caller && !strcmp(caller, "Puma::Client#reset");
 	if (!strcmp(label, "Kernel#sleep"))
 		return !is_main && depth <= 4;
 	/* the main thread waiting for threads whose own samples show their work */

@@ -141,13 +141,15 @@ size_t rbp_profile_stack(const struct rbp_profile *p, uint32_t node, uint32_t *o
  * loop: puma's reaper, a heartbeat); Thread#join (or #value) in the main
  * thread, at any depth (it waits for threads whose own samples show their
  * work: a puma worker's main thread, also once it has worked, booting).
- * Kernel#sleep deeper down, IO#wait_readable, Thread#join off the main
- * thread, Process.wait, Monitor waits and C calls
- * into database drivers are not: a request waiting on them is working (a
- * master or main thread that only waits is idle by
- * rbp_profile_mark_idle_threads instead).
+ * IO#wait_readable called by Puma::Client#reset (a keep-alive connection's
+ * thread waiting for the client's next request; caller is the label of
+ * the frame that called label, NULL when none).  Kernel#sleep deeper down,
+ * IO#wait_readable elsewhere, Thread#join off the main thread,
+ * Process.wait, Monitor waits and C calls into database drivers are not: a
+ * request waiting on them is working (a master or main thread that only
+ * waits is idle by rbp_profile_mark_idle_threads instead).
  */
-int rbp_waiting_for_work(const char *label, size_t depth, int is_main);
+int rbp_waiting_for_work(const char *label, const char *caller, size_t depth, int is_main);
 /* Whether label is a blocking wait (sleep, I/O waits, joins, locks, queues, accept). */
 int rbp_blocking_wait(const char *label);
 /*

@@ -167,7 +167,8 @@ static int add_thread(struct loop *l, const struct rbp_thread *th, uint64_t t_ns
 		top++;
 	if (!(flags & RBP_SAMPLE_GVL) && !th->gc &&
 	    (runnable_waits || (!(flags & RBP_SAMPLE_ONCPU) && th->running <= 0)) &&
-	    rbp_waiting_for_work(frames[top].label, th->n_frames - top, th->is_main))
+	    rbp_waiting_for_work(frames[top].label, top + 1 < th->n_frames ? frames[top + 1].label : NULL,
+				 th->n_frames - top, th->is_main))
 		flags |= RBP_SAMPLE_IDLE;
 	return rbp_profile_add(l->p, t_ns, idx, node, flags);
 }

@@ -12,7 +12,8 @@
 #     runs (it once kept all its samples: 12.5 % of a profile);
 #   - rails/top-idle: top --subprocesses hides the pool waits by default
 #     (Kernel#sleep, Mutex#sleep, IO.select, Thread#join, Queue#pop,
-#     NIO::Selector#select were ~70-88 % of the table) in every worker, as
+#     NIO::Selector#select were ~70-88 % of the table; puma's keep-alive
+#     wait, IO#wait_readable in Puma::Client#reset, 34-53 %) in every worker, as
 #     top --pid WORKER does on one, says their share, and the app's own rows
 #     come first;
 #   - rails/alloc: alloc on a worker (13 threads): the class counts have
@@ -154,6 +155,11 @@ check("rails/top-idle") do |probs|
       waits = rows.select { |_, f| WAITS.include?(f) }
       sub_waits = waits.sum { |p, _| p }
       probs << "pool waits shown by default with --subprocesses: #{waits.first(4).inspect}" if sub_waits > 5
+      # IO#wait_readable in a worker of this app (no network database) is
+      # puma's keep-alive wait for a connection's next request (wrk keeps
+      # its connections alive): 34-53 % of the table before it was judged so
+      ka = rows.select { |_, f| f == "IO#wait_readable" }.sum { |p, _| p }
+      probs << "puma's keep-alive wait shown as work: IO#wait_readable #{ka}%" if ka > 5
       probs << "no rows" if rows.empty?
       worker = R.children_of(master).first
       one = R.rec("top", "--pid", worker, "-n", "2", "--delay", "1.5", timeout: 40)
@@ -170,7 +176,7 @@ check("rails/top-idle") do |probs|
       shown = top_rows(res2.stdout).select { |_, f| WAITS.include?(f) }
       probs << "--idle: the pool waits are not shown" if res2.status&.zero? && shown.empty?
       "#{idle}% idle hidden; first rows #{rows.first(3).map { |p, f| "#{f} #{p}%" }.join(', ')}; " \
-        "wait rows left with --subprocesses #{sub_waits.round(1)}%, on one worker #{one_waits.sum { |p, _| p }.round(1)}%; " \
+        "wait rows left with --subprocesses #{sub_waits.round(1)}% (keep-alive #{ka.round(1)}%), on one worker #{one_waits.sum { |p, _| p }.round(1)}%; " \
         "with --idle: #{shown.first(2).map { |p, f| "#{f} #{p}%" }.join(', ')}"
     end
   end

@@ -13,23 +13,27 @@ int main(void)
 	size_t dropped = 0;
 
 	TEST("pool and server waits are idle; request waits are not") {
-		CHECK(rbp_waiting_for_work("Thread::Mutex#sleep", 5, 0));
-		CHECK(rbp_waiting_for_work("IO.select", 3, 1));
-		CHECK(rbp_waiting_for_work("NIO::Selector#select", 9, 0));
-		CHECK(!rbp_waiting_for_work("Thread#join", 9, 0));   /* a request's parallel calls */
+		CHECK(rbp_waiting_for_work("Thread::Mutex#sleep", "Object#caller", 5, 0));
+		CHECK(rbp_waiting_for_work("IO.select", "Object#caller", 3, 1));
+		CHECK(rbp_waiting_for_work("NIO::Selector#select", "Object#caller", 9, 0));
+		CHECK(!rbp_waiting_for_work("Thread#join", "Object#caller", 9, 0));   /* a request's parallel calls */
 		/* the main thread joining its workers (puma's worker, after booting) */
-		CHECK(rbp_waiting_for_work("Thread#join", 9, 1));
-		CHECK(rbp_waiting_for_work("Thread#value", 2, 1));
-		CHECK(!rbp_waiting_for_work("Process.wait", 9, 0));
-		CHECK(!rbp_waiting_for_work("IO#wait_readable", 3, 0));
-		CHECK(!rbp_waiting_for_work("Monitor#wait_for_cond", 3, 0));
-		CHECK(!rbp_waiting_for_work("PG::Connection#exec", 40, 0));
+		CHECK(rbp_waiting_for_work("Thread#join", "Object#caller", 9, 1));
+		CHECK(rbp_waiting_for_work("Thread#value", "Object#caller", 2, 1));
+		CHECK(!rbp_waiting_for_work("Process.wait", "Object#caller", 9, 0));
+		CHECK(!rbp_waiting_for_work("IO#wait_readable", "Object#caller", 3, 0));
+		/* puma's keep-alive wait for a connection's next request */
+		CHECK(rbp_waiting_for_work("IO#wait_readable", "Puma::Client#reset", 12, 0));
+		CHECK(!rbp_waiting_for_work("IO#wait_readable", NULL, 1, 0));
+		CHECK(!rbp_waiting_for_work("IO#wait_readable", "Net::Protocol#rbuf_fill", 30, 0));
+		CHECK(!rbp_waiting_for_work("Monitor#wait_for_cond", "Object#caller", 3, 0));
+		CHECK(!rbp_waiting_for_work("PG::Connection#exec", "Object#caller", 40, 0));
 	}
 	TEST("Kernel#sleep: idle shallow in a background thread, not in a request or main") {
-		CHECK(rbp_waiting_for_work("Kernel#sleep", 2, 0));
-		CHECK(rbp_waiting_for_work("Kernel#sleep", 4, 0));
-		CHECK(!rbp_waiting_for_work("Kernel#sleep", 5, 0));
-		CHECK(!rbp_waiting_for_work("Kernel#sleep", 2, 1));
+		CHECK(rbp_waiting_for_work("Kernel#sleep", "Object#caller", 2, 0));
+		CHECK(rbp_waiting_for_work("Kernel#sleep", "Object#caller", 4, 0));
+		CHECK(!rbp_waiting_for_work("Kernel#sleep", "Object#caller", 5, 0));
+		CHECK(!rbp_waiting_for_work("Kernel#sleep", "Object#caller", 2, 1));
 	}
 	if (rbp_profile_init(&p))
 		return 1;
