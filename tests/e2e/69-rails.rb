@@ -9,11 +9,11 @@
 #   - rails/record-idle: record --subprocesses on the master, twice: the
 #     requests (PostsController) are there and the master, which only waits
 #     in Puma::Cluster#run -> IO#wait_readable, is left out as idle in both
-#     runs (it once kept all its samples: 12.5 % of a profile);
+#     runs (it once kept all its samples: 12.5 % of a profile), and puma's
+#     keep-alive wait (IO#wait_readable in Puma::Client#reset) is idle too;
 #   - rails/top-idle: top --subprocesses hides the pool waits by default
 #     (Kernel#sleep, Mutex#sleep, IO.select, Thread#join, Queue#pop,
-#     NIO::Selector#select were ~70-88 % of the table; puma's keep-alive
-#     wait, IO#wait_readable in Puma::Client#reset, 34-53 %) in every worker, as
+#     NIO::Selector#select were ~70-88 % of the table) in every worker, as
 #     top --pid WORKER does on one, says their share, and the app's own rows
 #     come first;
 #   - rails/alloc: alloc on a worker (13 threads): the class counts have
@@ -131,7 +131,14 @@ check("rails/record-idle") do |probs|
         probs << "run #{run + 1}: the master #{master} kept samples (#{procs[master]&.last&.tally&.max_by { |_, n| n }&.first}...): not idle" if procs.key?(master)
         probs << "run #{run + 1}: no request (PostsController#index) in the workers #{workers.inspect}" unless procs.any? { |pid, (_, labels)| workers.include?(pid) && labels.include?("PostsController#index") }
         probs << "run #{run + 1}: the share of idle samples left out is not said" unless idle
-        notes << "run #{run + 1}: #{idle}"
+        # puma's keep-alive wait for a connection's next request (wrk keeps
+        # its connections alive) is idle; a request's own IO#wait_readable
+        # (puma polls its listener, then waits for the GVL back) is not
+        stacks = R.read_collapsed(out)
+        ka = stacks.sum { |fr, n| fr.last(2).map(&:label) == ["Puma::Client#reset", "IO#wait_readable"] ? n : 0 }
+        kept = R.total(stacks)
+        probs << "run #{run + 1}: puma's keep-alive wait kept as work: #{ka} of #{kept} samples" if ka * 100 > kept * 2
+        notes << "run #{run + 1}: #{idle}, keep-alive waits kept #{ka} of #{kept}"
       end
     end
   end
@@ -155,11 +162,6 @@ check("rails/top-idle") do |probs|
       waits = rows.select { |_, f| WAITS.include?(f) }
       sub_waits = waits.sum { |p, _| p }
       probs << "pool waits shown by default with --subprocesses: #{waits.first(4).inspect}" if sub_waits > 5
-      # IO#wait_readable in a worker of this app (no network database) is
-      # puma's keep-alive wait for a connection's next request (wrk keeps
-      # its connections alive): 34-53 % of the table before it was judged so
-      ka = rows.select { |_, f| f == "IO#wait_readable" }.sum { |p, _| p }
-      probs << "puma's keep-alive wait shown as work: IO#wait_readable #{ka}%" if ka > 5
       probs << "no rows" if rows.empty?
       worker = R.children_of(master).first
       one = R.rec("top", "--pid", worker, "-n", "2", "--delay", "1.5", timeout: 40)
@@ -176,7 +178,7 @@ check("rails/top-idle") do |probs|
       shown = top_rows(res2.stdout).select { |_, f| WAITS.include?(f) }
       probs << "--idle: the pool waits are not shown" if res2.status&.zero? && shown.empty?
       "#{idle}% idle hidden; first rows #{rows.first(3).map { |p, f| "#{f} #{p}%" }.join(', ')}; " \
-        "wait rows left with --subprocesses #{sub_waits.round(1)}% (keep-alive #{ka.round(1)}%), on one worker #{one_waits.sum { |p, _| p }.round(1)}%; " \
+        "wait rows left with --subprocesses #{sub_waits.round(1)}%, on one worker #{one_waits.sum { |p, _| p }.round(1)}%; " \
         "with --idle: #{shown.first(2).map { |p, f| "#{f} #{p}%" }.join(', ')}"
     end
   end
