@@ -108,14 +108,6 @@ ensure
   end
 end
 
-# The rows of top's plain-text table: [% self, function].
-def top_rows(text)
-  text.lines.filter_map do |l|
-    m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
-    [m[1].to_f, m[3]]
-  end
-end
-
 check("rails/record-idle") do |probs|
   notes = []
   with_rails do |master, port|
@@ -152,7 +144,7 @@ check("rails/top-idle") do |probs|
       next probs << "top: #{res.describe}" unless res.status&.zero?
 
       table = res.stdout.split(/^(?=rbpeek top: )/).last.to_s
-      rows = top_rows(table)
+      rows = R.top_rows(table)
       idle = table[/^idle: ([\d.]+)% of the window's samples are threads waiting for work, hidden/, 1]
       probs << "no idle line saying the hidden share: #{table.lines.first(5).inspect}" unless idle && idle.to_f.positive?
       # a wait row may remain from a thread caught waking (holding the GVL
@@ -165,7 +157,7 @@ check("rails/top-idle") do |probs|
       probs << "no rows" if rows.empty?
       worker = R.children_of(master).first
       one = R.rec("top", "--pid", worker, "-n", "2", "--delay", "1.5", timeout: 40)
-      one_rows = one.status&.zero? ? top_rows(one.stdout.split(/^(?=rbpeek top: )/).last.to_s) : []
+      one_rows = one.status&.zero? ? R.top_rows(one.stdout.split(/^(?=rbpeek top: )/).last.to_s) : []
       one_waits = one_rows.select { |_, f| WAITS.include?(f) }
       if !one.status&.zero?
         probs << "top --pid WORKER: #{one.describe}"
@@ -175,7 +167,7 @@ check("rails/top-idle") do |probs|
       app = rows.index { |_, f| f =~ /\A(PostsController|Post[#.]|ActiveRecord|ActionController|ActionDispatch|ActiveSupport|Rack|Puma|SQLite3|IO#|JSON|ActionView|Class#new|\(GC)/ }
       probs << "the app's first row is not near the top: #{rows.first(6).inspect}" unless app && app < 10
       res2 = R.rec("top", "--pid", master, "--subprocesses", "-n", "1", "--delay", "1", "--idle", timeout: 40)
-      shown = top_rows(res2.stdout).select { |_, f| WAITS.include?(f) }
+      shown = R.top_rows(res2.stdout).select { |_, f| WAITS.include?(f) }
       probs << "--idle: the pool waits are not shown" if res2.status&.zero? && shown.empty?
       "#{idle}% idle hidden; first rows #{rows.first(3).map { |p, f| "#{f} #{p}%" }.join(', ')}; " \
         "wait rows left with --subprocesses #{sub_waits.round(1)}%, on one worker #{one_waits.sum { |p, _| p }.round(1)}%; " \

@@ -29,14 +29,6 @@ WAITS = ["Thread#join", "Thread::ConditionVariable#wait", "Thread::Mutex#sleep",
 # held the GVL (these threads never wake): a sample or two.
 MAX_WAIT_PCT = 2.0
 
-# The rows of top's plain-text table: [% self, function].
-def top_rows(text)
-  text.lines.filter_map do |l|
-    m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
-    [m[1].to_f, m[3]]
-  end
-end
-
 # prefork.rb started afresh (its workers booting), both workers forked.
 def with_prefork(&block)
   R.with_script("prefork", 2) do |s|
@@ -51,7 +43,7 @@ check("subproc-idle/top") do |probs|
     res = R.rec("top", "--pid", s.pid, "--subprocesses", "-n", "1", "--delay", "4", timeout: 40)
     next probs << "top: #{res.describe}" unless res.status&.zero?
 
-    rows = top_rows(res.stdout)
+    rows = R.top_rows(res.stdout)
     waits = rows.select { |_, f| WAITS.include?(f) }
     wait_pct = waits.sum { |p, _| p }
     probs << "wait rows shown by default: #{waits.inspect} (#{wait_pct.round(1)}% > #{MAX_WAIT_PCT}%)" if wait_pct > MAX_WAIT_PCT
@@ -63,7 +55,7 @@ check("subproc-idle/top") do |probs|
     procs = res.stdout[/(\d+) processes/, 1].to_i
     probs << "expected 3 processes in the header: #{res.stdout.lines.first(3).inspect}" unless procs == 3
     shown = R.rec("top", "--pid", s.pid, "--subprocesses", "-n", "1", "--delay", "1", "--idle", timeout: 30)
-    shown_waits = top_rows(shown.stdout).select { |_, f| WAITS.include?(f) }.map(&:last)
+    shown_waits = R.top_rows(shown.stdout).select { |_, f| WAITS.include?(f) }.map(&:last)
     unless shown.status&.zero? && (%w[Thread#join Thread::Queue#pop IO.select] - shown_waits).empty?
       probs << "--idle: the waits are not shown: #{shown.describe} #{shown_waits.inspect}"
     end

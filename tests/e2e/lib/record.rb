@@ -307,6 +307,14 @@ module Record
   end
 
   # Samples whose stack contains a frame labelled `label`.
+  # The rows of `rbpeek top`'s plain-text table (-n N): [% self, function].
+  def top_rows(text)
+    text.lines.filter_map do |l|
+      m = /\A\s*(\d+\.\d)\s+(\d+\.\d)\s+\S+\s+\S+\s+(\S.*?)\s{2,}(\S+:\d+|-)\s*\z/.match(l.chomp) or next
+      [m[1].to_f, m[3]]
+    end
+  end
+
   def under(stacks, label)
     stacks.sum { |frames, n| frames.any? { |f| f.label == label } ? n : 0 }
   end
