@@ -139,24 +139,6 @@ def pprof_sample_types(file)
   r.stdout.lines.map(&:strip).each_cons(2).find { |a, _| a == "Samples:" }&.last
 end
 
-# A busy script whose hot method is busy_TAG (a while loop: the method is the leaf).
-def write_script(dir, tag)
-  FileUtils.mkdir_p(dir)
-  path = File.join(dir, "#{tag}.rb")
-  File.write(path, <<~RUBY)
-    def busy_#{tag}
-      i = 0
-      while true
-        i += 1
-      end
-    end
-    $stdout.sync = true
-    puts "ready"
-    busy_#{tag}
-  RUBY
-  path
-end
-
 Proc1 = Struct.new(:tag, :ruby, :version, :how, :env_kind, :pid, :launcher, :service, :ns_pid, :stopped, :container,
                    :ready_at)
 
@@ -170,10 +152,10 @@ def launch(p, ruby)
   end
   inner = "/tmp/rbpeek-agent-#{$$}"
   if ruby
-    script = write_script(File.join(ruby.dir, inner), p.tag)
+    script = busy_script(File.join(ruby.dir, inner), p.tag, nap: false)
     argv = ["chroot", ruby.dir, ruby.bin, File.join(inner, File.basename(script))]
   else
-    script = write_script(File.join(WORK, "scripts"), p.tag)
+    script = busy_script(File.join(WORK, "scripts"), p.tag, nap: false)
     argv = [RUBY, script]
   end
   argv = ["unshare", "--pid", "--fork", "--kill-child", *argv] if p.how == :unshare
@@ -385,7 +367,7 @@ check(FALLBACK_T) do |probs|
   rpid, rport = start_receiver(dir)
   nb = Dir.mktmpdir("rbpeek-agent-nobody-") # WORK is root's alone
   File.chmod(0o755, nb)
-  script = write_script(nb, "fb")
+  script = busy_script(nb, "fb", nap: false)
   File.chmod(0o644, script)
   log = File.join(WORK, "fb.out")
   tpid = Process.spawn({ MARK => "1" }, "setpriv", *user, RUBY, script, in: File::NULL, out: log, err: log)

@@ -91,8 +91,10 @@ module AgentE2E
     end
   end
 
-  # A busy Ruby script (loops in busy_TAG) in dir; its path.  pre: Ruby code run first.
-  def busy_script(dir, tag, pre = "")
+  # A busy Ruby script (loops in busy_TAG) in dir; its path.  pre: Ruby code
+  # run first; nap: a 1 ms sleep every 100,000 turns (false: the loop is
+  # always the leaf).
+  def busy_script(dir, tag, pre = "", nap: true)
     FileUtils.mkdir_p(dir)
     path = File.join(dir, "#{tag}.rb")
     File.write(path, <<~RUBY)
@@ -101,7 +103,7 @@ module AgentE2E
         i = 0
         while true
           i += 1
-          sleep 0.001 if i % 100_000 == 0
+          #{nap ? 'sleep 0.001 if i % 100_000 == 0' : ''}
         end
       end
       $stdout.sync = true
