@@ -66,46 +66,24 @@ def with_rails
   port = free_port
   log = R.tmp("rails.log")
   db = R.tmp("rails.sqlite3")
-  pid = Process.spawn({ "RAILS_DB" => db }, "puma", "-w", "2", "-t", "4:4", "-b", "tcp://127.0.0.1:#{port}", "config.ru",
-                      chdir: APP_DIR, in: "/dev/null", out: log, err: %i[child out], pgroup: true)
-  E2E.register_pid(pid)
-  deadline = R.mono + 90
-  until get(port, "/posts").start_with?("HTTP/1.1 200", "HTTP/1.0 200")
-    raise "puma exited: #{File.read(log)[-800..]}" if Process.waitpid(pid, Process::WNOHANG)
-    raise "Rails not answering after 90 s: #{File.read(log)[-800..]}" if R.mono > deadline
+  argv = ["puma", "-w", "2", "-t", "4:4", "-b", "tcp://127.0.0.1:#{port}", "config.ru"]
+  R.with_server_group(argv, log, env: { "RAILS_DB" => db }, chdir: APP_DIR, grace: 10) do |pid|
+    deadline = R.mono + 90
+    until get(port, "/posts").start_with?("HTTP/1.1 200", "HTTP/1.0 200")
+      raise "puma exited: #{File.read(log)[-800..]}" if Process.waitpid(pid, Process::WNOHANG)
+      raise "Rails not answering after 90 s: #{File.read(log)[-800..]}" if R.mono > deadline
 
-    sleep 0.3
-  end
-  deadline = R.mono + 30
-  sleep 0.2 until R.children_of(pid).size >= 2 || R.mono > deadline
-  yield pid, port
-ensure
-  if pid
-    begin
-      Process.kill("TERM", -pid)
-      Timeout.timeout(10) { Process.wait(pid) }
-    rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
-      Process.kill("KILL", -pid) rescue nil
-      Process.wait(pid) rescue nil
+      sleep 0.3
     end
+    deadline = R.mono + 30
+    sleep 0.2 until R.children_of(pid).size >= 2 || R.mono > deadline
+    yield pid, port
   end
 end
 
-# Loopback load for at most `seconds` (wrk, else curl in a loop), killed when the block ends.
-def with_load(port, seconds)
-  url = "http://127.0.0.1:#{port}/posts"
-  argv = if system("command -v wrk >/dev/null 2>&1") then ["wrk", "-t2", "-c4", "-d#{seconds}s", url]
-         else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
-         end
-  lpid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
-  E2E.register_pid(lpid)
-  sleep 0.5
-  yield
-ensure
-  if lpid
-    Process.kill("KILL", -lpid) rescue nil
-    Process.wait(lpid) rescue nil
-  end
+# Loopback load on /posts for at most `seconds`, killed when the block ends.
+def with_load(port, seconds, &block)
+  R.with_http_load("http://127.0.0.1:#{port}/posts", seconds, settle: 0.5, &block)
 end
 
 check("rails/record-idle") do |probs|

@@ -66,36 +66,12 @@ end
 # A server started in its own process group, killed with it at the end.
 def with_server(argv, env: {})
   log = R.tmp("server.log")
-  pid = Process.spawn(env, *argv, chdir: File.dirname(APP), in: "/dev/null", out: log, err: %i[child out],
-                                  pgroup: true)
-  E2E.register_pid(pid)
-  yield pid, log
-ensure
-  if pid
-    begin
-      Process.kill("TERM", -pid)
-      Timeout.timeout(5) { Process.wait(pid) }
-    rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
-      Process.kill("KILL", -pid) rescue nil
-      Process.wait(pid) rescue nil
-    end
-  end
+  R.with_server_group(argv, log, env: env, chdir: File.dirname(APP)) { |pid| yield pid, log }
 end
 
 # Loopback load for `seconds`: wrk when installed, else curl in a loop.
-def with_load(port, seconds, path: "/load", clients: 4)
-  url = "http://127.0.0.1:#{port}#{path}"
-  argv = if have("wrk") then ["wrk", "-t#{[clients, 2].min}", "-c#{clients}", "-d#{seconds}s", url]
-         else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
-         end
-  pid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
-  E2E.register_pid(pid)
-  yield
-ensure
-  if pid
-    Process.kill("KILL", -pid) rescue nil
-    Process.wait(pid) rescue nil
-  end
+def with_load(port, seconds, path: "/load", clients: 4, &block)
+  R.with_http_load("http://127.0.0.1:#{port}#{path}", seconds, clients: clients, &block)
 end
 
 def wait_children(pid, n, timeout: 30, except: [])

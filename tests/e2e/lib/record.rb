@@ -8,6 +8,7 @@
 #
 # Every rbpeek run gets XDG_CACHE_HOME in this file's scratch directory, so
 # the raw files it always writes never land in the user's ~/.cache.
+require "timeout"
 require_relative "e2e"
 
 module Record
@@ -307,6 +308,45 @@ module Record
   end
 
   # Samples whose stack contains a frame labelled `label`.
+  # A server started in its own process group (its workers with it), its
+  # output in log; yields its pid; when the block ends, TERM to the group,
+  # KILL after `grace` seconds.
+  def with_server_group(argv, log, env: {}, chdir: nil, grace: 5)
+    opts = { in: "/dev/null", out: log, err: %i[child out], pgroup: true }
+    opts[:chdir] = chdir if chdir
+    pid = Process.spawn(env, *argv, **opts)
+    E2E.register_pid(pid)
+    yield pid
+  ensure
+    if pid
+      begin
+        Process.kill("TERM", -pid)
+        Timeout.timeout(grace) { Process.wait(pid) }
+      rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
+        Process.kill("KILL", -pid) rescue nil # rubocop:disable Style/RescueModifier
+        Process.wait(pid) rescue nil # rubocop:disable Style/RescueModifier
+      end
+    end
+  end
+
+  # Loopback HTTP load on url for at most `seconds` (wrk when installed,
+  # else curl in a loop), `settle` seconds to start, killed with its group
+  # when the block ends.
+  def with_http_load(url, seconds, clients: 4, settle: 0)
+    argv = if system("command -v wrk >/dev/null 2>&1") then ["wrk", "-t#{[clients, 2].min}", "-c#{clients}", "-d#{seconds}s", url]
+           else ["sh", "-c", "end=$(($(date +%s)+#{seconds})); while [ $(date +%s) -lt $end ]; do curl -s #{url} >/dev/null; done"]
+           end
+    pid = Process.spawn(*argv, in: "/dev/null", out: File::NULL, err: File::NULL, pgroup: true)
+    E2E.register_pid(pid)
+    sleep settle if settle.positive?
+    yield
+  ensure
+    if pid
+      Process.kill("KILL", -pid) rescue nil # rubocop:disable Style/RescueModifier
+      Process.wait(pid) rescue nil # rubocop:disable Style/RescueModifier
+    end
+  end
+
   # The rows of `rbpeek top`'s plain-text table (-n N): [% self, function].
   def top_rows(text)
     text.lines.filter_map do |l|
