@@ -346,11 +346,14 @@ $(BUILD)/mkseed_walk: tests/fuzz/mkseed_walk.c $(LIB)
 deps:
 	@tools/install-deps.sh
 
-# Set-up happens before the tests, never inside one: tools/setup-tests.sh
-# start installs the packages and starts the Ruby build from Debian's source
-# in the background; rbpeek and the test binaries build meanwhile; finish
-# makes the chroots and the browser tools, then waits for that build.
-# Cached: seconds once everything is there.
+# Set-up happens before the tests that need it, never inside one:
+# tools/setup-tests.sh start installs the packages and starts the long builds
+# (the Rubies from Debian's source, the arm64 machine) in a niced background
+# job; rbpeek and the test binaries build meanwhile; finish makes the chroots
+# and the browser tools.  tests/run then runs every test that needs nothing of
+# that job while it works, and the files marked "# e2e-needs: STEP" last,
+# each after tools/setup-tests.sh wait STEP.  Cached: seconds once
+# everything is there.
 test: deps
 	@tools/setup-tests.sh start
 	@$(MAKE) --no-print-directory build-tests

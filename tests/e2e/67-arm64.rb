@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 2400 (the arm64 builds, a TCG boot and the subset on a loaded host)
+# e2e-needs: arm64 (the arm64 machine's image, its Rubies and the arm64 DWARF Rubies: tools/setup-tests.sh)
 #
 # 67-arm64.rb - rbpeek on a real arm64 kernel: the cross-built
 # build-arm64/rbpeek and build-arm64-static/rbpeek (make ARCH=arm64, made

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 450 (every DWARF Ruby found: four took 84 s at load 7; CI runs at load 9-30)
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 81-dwarf-layout.rb - layouts read from a Ruby's own DWARF at run time.
 # Every Ruby found where version managers install them (/opt/rubies/*,

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 240
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 82-layout-mutations.rb - Rubies newer than every table, as Ruby's
 # development line makes them: the mutation variants of

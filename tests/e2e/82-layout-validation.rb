@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 82-layout-validation.rb - a layout table is validated against the process
 # before anything is read with it (src/ruby/validate.c), so a wrong table

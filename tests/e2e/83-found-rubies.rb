@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 600
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 83-found-rubies.rb - the checks of lib/versions.rb (oracle, snapshot,
 # record, core, inspect, discovery) on every Ruby of this machine that is

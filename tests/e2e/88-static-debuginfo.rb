@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 88-static-debuginfo.rb - two build shapes issue 4 names:
 #   - a `ruby` executable with Ruby linked in statically (no libruby.so);

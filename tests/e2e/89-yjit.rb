@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 300
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 89-yjit.rb - methods and lines under YJIT as right as in the interpreter.
 # tests/targets/yjit/hot.rb runs with --yjit --yjit-call-threshold=1 (every

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 # e2e-timeout: 600 (every Ruby found, 2 s of alloc each and more under make asan: killed at 150 s at load 5)
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 91-alloc-sites.rb - `rbpeek alloc` puts every allocation on its exact
 # site: the stacks are copied by an eBPF program in the kernel at the

@@ -1,4 +1,5 @@
 # frozen_string_literal: true
+# e2e-needs: debsrc (the Rubies built from Debian's source: tools/setup-tests.sh)
 #
 # 92-native.rb - native frames (--native, issue 9): each thread's native
 # stack unwound, symbolized and merged into its Ruby stack.
