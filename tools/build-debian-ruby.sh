@@ -74,7 +74,10 @@ deps="build-essential dpkg-dev autoconf rustc ruby libyaml-dev libffi-dev libssl
 install_deps() {
 	local have
 	# shellcheck disable=SC2086
-	have=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $deps 2>/dev/null | awk '$1 == "ii" { n++ } END { print n + 0 }')
+	# each name once: a package installed for two architectures (zlib1g-dev
+	# and libssl-dev also for arm64, tools/install-deps.sh --arm64) is listed
+	# twice, and counting lines took that for a missing one (rustc) found
+	have=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $deps 2>/dev/null | awk '$1 == "ii" { print $2 }' | sort -u | wc -l)
 	[ "$have" = "$(echo $deps | wc -w)" ] && return 0
 	apt-get -o DPkg::Lock::Timeout=300 update -qq
 	# shellcheck disable=SC2086
