@@ -5,8 +5,24 @@
 # tests/browser/node_modules.  Idempotent; quick when everything is there.
 # Exit 0 when ready, 1 when something could not be installed (callers then
 # skip the browser tests with the reason printed here).
+#
+#   tools/install-browser-deps.sh --check   install nothing: exit 0 when all
+#                                           is there, else 1 with what is
+#                                           missing (what the tests call:
+#                                           set-up happens before them)
 set -u
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --check ]; then
+	miss=()
+	command -v chromium >/dev/null 2>&1 || miss+=(chromium)
+	command -v node >/dev/null 2>&1 || miss+=(node)
+	[ -f tests/browser/node_modules/playwright-core/package.json ] || miss+=(playwright-core)
+	[ -f tests/browser/node_modules/speedscope/package.json ] || miss+=(speedscope)
+	[ ${#miss[@]} = 0 ] && exit 0
+	echo "browser tools not set up: no ${miss[*]} (make test's set-up installs them: tools/install-browser-deps.sh)" >&2
+	exit 1
+fi
 
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

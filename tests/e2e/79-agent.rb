@@ -93,14 +93,10 @@ unless root?
   [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "needs root (the agent reads every process)") }
   finish
 end
-# go tool pprof reads the payloads: Debian's golang-go, installed when
-# missing (as tests/formats/20-clients.sh does)
+# go tool pprof reads the payloads: Debian's golang-go (tools/install-deps.sh
+# --packaging, run by make test's set-up; a test installs nothing)
 unless system("command -v go >/dev/null 2>&1")
-  run(%w[apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go], timeout: 600,
-      env: { "DEBIAN_FRONTEND" => "noninteractive" })
-end
-unless system("command -v go >/dev/null 2>&1")
-  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "go tool pprof not available (apt-get install golang-go)") }
+  [PROCS, PROCS_PTRACE, FALLBACK_T, OUTAGE].each { |n| skip(n, "go tool pprof not available (golang-go: tools/install-deps.sh --packaging)") }
   finish
 end
 

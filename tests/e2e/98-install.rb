@@ -23,8 +23,8 @@ if BUILD != "build" || VALGRIND
   exit 0
 end
 exit 0 if skip_without_rbpeek(NAMES)
-# man-db and zsh, for the man and zsh tests (idempotent, quick when present)
-system(File.join(ROOT, "tools", "install-deps.sh"), "--packaging", out: File::NULL) if root?
+# man-db and zsh, for the man and zsh tests, come from make test's set-up
+# (tools/install-deps.sh --packaging); a test installs nothing
 
 dest = Dir.mktmpdir("rbpeek-install")
 at_exit { FileUtils.rm_rf(dest) }

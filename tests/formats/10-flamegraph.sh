@@ -93,7 +93,7 @@ check_svg() {
 
 run_browser() {
 	local why
-	if ! why=$(timeout 900 tools/install-browser-deps.sh 2>&1); then
+	if ! why=$(tools/install-browser-deps.sh --check 2>&1); then
 		skip browser "${why:-tools/install-browser-deps.sh failed}"
 		return
 	fi

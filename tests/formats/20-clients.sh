@@ -242,12 +242,9 @@ end
 EOF
 }
 
-# go tool pprof, installed with Debian's golang-go when missing and possible.
+# go tool pprof: Debian's golang-go (tools/install-deps.sh --packaging, run
+# by make test's set-up; a test installs nothing)
 have_go() {
-	command -v go >/dev/null && return 0
-	[[ $(id -u) == 0 ]] || return 1
-	DEBIAN_FRONTEND=noninteractive timeout 600 apt-get -o DPkg::Lock::Timeout=300 install -y -qq \
-		golang-go >/dev/null 2>&1 || return 1
 	command -v go >/dev/null
 }
 
@@ -266,7 +263,7 @@ report() {
 check_pprof() {
 	report pprof pprof "$work/x.pb.gz" || return
 	if ! have_go; then
-		skip pprof "go tool pprof not available (apt-get install golang-go failed or not root)"
+		skip pprof "go tool pprof not available (golang-go: tools/install-deps.sh --packaging)"
 		return
 	fi
 	local gohome=$work/gohome msg
@@ -338,10 +335,7 @@ check_speedscope() {
 	report speedscope speedscope "$work/x.speedscope.json" || return
 	local schema=tests/browser/node_modules/speedscope/dist/release/file-format-schema.json msg
 	if [[ ! -f $schema ]]; then
-		timeout 900 tools/install-browser-deps.sh >/dev/null 2>&1
-	fi
-	if [[ ! -f $schema ]]; then
-		skip speedscope "no $schema (tools/install-browser-deps.sh failed)"
+		skip speedscope "no $schema (make test's set-up installs it: tools/install-browser-deps.sh)"
 	elif msg=$(ruby "$work/check.rb" speedscope "$work/x.speedscope.json" "$schema" "$work/ref.txt" \
 		"$threads" "$rate" 2>&1); then
 		ok "speedscope: $msg"
@@ -362,7 +356,7 @@ check_chrome() {
 
 check_browser() {
 	local why out
-	if ! why=$(timeout 900 tools/install-browser-deps.sh 2>&1); then
+	if ! why=$(tools/install-browser-deps.sh --check 2>&1); then
 		skip browser "${why:-tools/install-browser-deps.sh failed}"
 		return
 	fi

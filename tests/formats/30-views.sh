@@ -54,7 +54,7 @@ formats_init views
 write_target() { :; }
 
 browser_ready() {
-	[[ -n ${browser_why+x} ]] || browser_why=$(timeout 900 tools/install-browser-deps.sh 2>&1)
+	[[ -n ${browser_why+x} ]] || browser_why=$(tools/install-browser-deps.sh --check 2>&1)
 	[[ -f tests/browser/node_modules/playwright-core/package.json ]]
 }
 
@@ -104,12 +104,9 @@ EOF
 	node_results speedscope-active/browser $? "$out"
 }
 
-# go tool pprof, installed with Debian's golang-go when missing and possible.
+# go tool pprof: Debian's golang-go (tools/install-deps.sh --packaging, run
+# by make test's set-up; a test installs nothing)
 have_go() {
-	command -v go >/dev/null && return 0
-	[[ $(id -u) == 0 ]] || return 1
-	DEBIAN_FRONTEND=noninteractive timeout 600 apt-get -o DPkg::Lock::Timeout=300 install -y -qq \
-		golang-go >/dev/null 2>&1 || return 1
 	command -v go >/dev/null
 }
 
@@ -206,7 +203,7 @@ check_diff() {
 # recordings' plain pprof files.
 check_diff_pprof() {
 	if ! have_go; then
-		skip diff/pprof "go tool pprof not available (apt-get install golang-go failed or not root)"
+		skip diff/pprof "go tool pprof not available (golang-go: tools/install-deps.sh --packaging)"
 		return
 	fi
 	mkdir -p "$work/gohome"
