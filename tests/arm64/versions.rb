@@ -13,20 +13,23 @@
 #                                 (NAME@X.Y.expect where it differs)
 #   arm64/rubyX.Y/record/threads  record -f collapsed holds every thread's
 #                                 expected stack, and next to nothing else
-#   arm64/dwarf/ruby3.3           the table's 3.3 entry against DWARF:
-#                                 build-arm64/dwarf-ruby3.3/ruby (Debian's
-#                                 ruby3.3 source cross-built unstripped by
+#   arm64/dwarf/ruby3.3, arm64/dwarf/ruby3.4
+#                                 the table's 3.3 / 3.4 entry against DWARF:
+#                                 build-arm64/dwarf-rubyX.Y/ruby (Debian's
+#                                 rubyX.Y source cross-built unstripped by
 #                                 tools/layout/dwarf-aarch64) running, every
 #                                 field of `inspect --fields --layout dwarf`
 #                                 equals `--layout table`'s (skipped with
 #                                 the reason when that build is not made:
-#                                 set-up does not make it)
+#                                 set-up makes it in the background,
+#                                 tools/layout/dwarf-aarch64 ruby3.3 ruby3.4)
 # A version whose root is not on the disk is skipped with the reason.
 require_relative "../e2e/lib/chroot"
 require "timeout"
 include E2E
 
-DWARF_RUBY = File.join(ROOT, "build-arm64", "dwarf-ruby3.3", "ruby")
+# The Debian packages whose DWARF build the table is checked against
+DWARF_PACKAGES = %w[ruby3.3 ruby3.4].freeze
 
 # inspect --fields: {name => value} and the names marked "(table)"
 def fields_of(pid, layout)
@@ -43,12 +46,17 @@ def fields_of(pid, layout)
   [fields, from_table, res.stdout]
 end
 
-test("arm64/dwarf/ruby3.3") do
-  unless File.executable?(DWARF_RUBY)
-    next skip("arm64/dwarf/ruby3.3", "no #{DWARF_RUBY} (tools/layout/dwarf-aarch64 ruby3.3 makes it on the host)")
+# arm64/dwarf/PKG: the table's entry for PKG's Ruby equals the DWARF of
+# build-arm64/dwarf-PKG/ruby (tools/layout/dwarf-aarch64's build), field by
+# field, as rbpeek itself reads both
+def dwarf_check(pkg)
+  name = "arm64/dwarf/#{pkg}"
+  exe = File.join(ROOT, "build-arm64", "dwarf-#{pkg}", "ruby")
+  unless File.executable?(exe)
+    return skip(name, "no #{exe} (set-up's tools/layout/dwarf-aarch64 #{pkg} makes it on the host)")
   end
 
-  IO.popen([DWARF_RUBY, "--disable-gems", "-e", 'Thread.new { sleep }; $stdout.puts "ready"; $stdout.flush; sleep']) do |io|
+  IO.popen([exe, "--disable-gems", "-e", 'Thread.new { sleep }; $stdout.puts "ready"; $stdout.flush; sleep']) do |io|
     register_pid(io.pid)
     Timeout.timeout(60) { io.gets }
     dwarf, from_table, text = fields_of(io.pid, "dwarf")
@@ -59,14 +67,16 @@ test("arm64/dwarf/ruby3.3") do
     compared = dwarf.keys - from_table
     compared.each { |f| problems << "#{f}: DWARF #{dwarf[f]}, table #{table[f]}" if dwarf[f] != table[f] }
     if problems.empty?
-      ok("arm64/dwarf/ruby3.3", "#{compared.size} fields equal (#{from_table.size} constants not in the DWARF: #{from_table.join(', ')})")
+      ok(name, "Ruby #{text[/\(Ruby ([\d.]+);/, 1]}: #{compared.size} fields equal (#{from_table.size} constants not in the DWARF: #{from_table.join(', ')})")
     else
-      fail("arm64/dwarf/ruby3.3", problems.first(5).join("; "))
+      fail(name, problems.first(5).join("; "))
     end
   ensure
     kill_pid(io.pid)
   end
 end
+
+DWARF_PACKAGES.each { |pkg| test("arm64/dwarf/#{pkg}") { dwarf_check(pkg) } }
 
 VERSIONS = %w[3.3 3.4].freeze
 

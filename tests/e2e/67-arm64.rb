@@ -18,9 +18,11 @@
 #                         and 3.4 (stripped), snapshot exact on every oracle
 #                         target, record on threads (skipped with the reason
 #                         when tools/arm64-vm rubies has not made their disk)
-#   arm64/dwarf/ruby3.3   the 3.3 table entry equal to the DWARF of Debian's
-#                         source cross-built unstripped, field by field
-#                         (skipped unless tools/layout/dwarf-aarch64 made it)
+#   arm64/dwarf/ruby3.3, arm64/dwarf/ruby3.4
+#                         the 3.3 / 3.4 table entry equal to the DWARF of
+#                         Debian's source cross-built unstripped, field by
+#                         field (skipped unless set-up's
+#                         tools/layout/dwarf-aarch64 ruby3.3 ruby3.4 made it)
 #   arm64/vm              the machine booted (boot time in the note) and
 #                         was stopped again
 # Skipped with the reason when the machine's image is not made (it is
@@ -46,7 +48,7 @@ SUBSET = %w[machine record/threads sampler-bpf static top heap core native alloc
 # roots on the machine's second disk (tools/arm64-vm rubies)
 TARGETS_RB = Dir.children(File.join(ROOT, "tests", "targets")).grep(/\A[a-z0-9_]+\.rb\z/).map { |f| f.delete_suffix(".rb") }.sort
 VERSIONS = (%w[3.3 3.4].flat_map { |xy| TARGETS_RB.map { |n| "arm64/ruby#{xy}/snapshot/#{n}" } + ["arm64/ruby#{xy}/record/threads"] } +
-            ["arm64/dwarf/ruby3.3"]).freeze
+            %w[ruby3.3 ruby3.4].map { |p| "arm64/dwarf/#{p}" }).freeze
 NAMES = ["arm64/vm", "arm64/build", *UNITS.map { |u| "arm64/unit/#{u}" }, *SUBSET, *VERSIONS].freeze
 T0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 

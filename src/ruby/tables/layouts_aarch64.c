@@ -7,9 +7,9 @@
 #include "ruby/layout.h"
 
 const struct rbp_layout rbp_layouts[] = {
-	{ /* Ruby 3.4.9 (aarch64-linux-gnu) from Ruby's v3_4_9 with the config.h of Debian's ruby3.4-dev:arm64 */
-		.version = "3.4.9",
-		.last = "3.4.9",
+	{ /* Ruby 3.4.5 (aarch64-linux-gnu) from Debian experimental's ruby3.4 */
+		.version = "3.4.5",
+		.last = "3.4.5",
 		.major = 3,
 		.minor = 4,
 		.value = {
